@@ -1,0 +1,115 @@
+"""The one tree of errors CarbonLite raises for domain failures.
+
+Every message says what was expected, what was found, and where (table path, version, file,
+byte offset), so that a user can act on it without reading a traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CarbonLiteError",
+    "CommitConflictError",
+    "CorruptDataError",
+    "DataUnavailableError",
+    "InvalidFilterError",
+    "InvalidOptionError",
+    "SchemaMismatchError",
+    "StorageError",
+    "TableExistsError",
+    "TableNotFoundError",
+    "UnsupportedFormatError",
+    "UnsupportedStorageError",
+    "UnsupportedTypeError",
+    "VersionNotFoundError",
+]
+
+
+class CarbonLiteError(Exception):
+    """Root of every error CarbonLite raises on purpose."""
+
+
+class TableNotFoundError(CarbonLiteError):
+    """No CarbonLite table lives at the given path."""
+
+
+class TableExistsError(CarbonLiteError):
+    """A table already exists where a new one was to be created."""
+
+
+class VersionNotFoundError(CarbonLiteError):
+    """A table version was asked for that the log does not (or no longer) hold."""
+
+
+class SchemaMismatchError(CarbonLiteError):
+    """Data does not match the schema it is written into.
+
+    ``differences`` lists one human-readable line per differing column.
+    """
+
+    def __init__(self, message: str, differences: list[str] | None = None) -> None:
+        self.differences = list(differences or [])
+        if self.differences:
+            message = message + "\n  " + "\n  ".join(self.differences)
+        super().__init__(message)
+
+
+class UnsupportedTypeError(SchemaMismatchError):
+    """A column has an Arrow type the blocklet format cannot store."""
+
+
+class CommitConflictError(CarbonLiteError):
+    """A commit lost a race to a concurrent commit that changed what it depended on."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        read_version: int | None = None,
+        conflicting_version: int | None = None,
+    ) -> None:
+        self.read_version = read_version
+        self.conflicting_version = conflicting_version
+        super().__init__(message)
+
+
+class CorruptDataError(CarbonLiteError):
+    """Bytes on storage are not what they should be: bad magic, checksum or length.
+
+    ``path`` and ``offset`` name the file and the byte offset where the damage was found.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None) -> None:
+        self.path = path
+        self.offset = offset
+        where = []
+        if path is not None:
+            where.append(f"file {path!r}")
+        if offset is not None:
+            where.append(f"byte offset {offset}")
+        if where:
+            message = f"{message} (at {', '.join(where)})"
+        super().__init__(message)
+
+
+class UnsupportedFormatError(CarbonLiteError):
+    """A file or log entry was written by a format version this library cannot read."""
+
+
+class InvalidOptionError(CarbonLiteError, ValueError):
+    """An option, property or argument has a value that is not allowed."""
+
+
+class InvalidFilterError(CarbonLiteError, ValueError):
+    """A filter cannot be applied to the table (unknown column, bad operator, bad literal)."""
+
+
+class StorageError(CarbonLiteError):
+    """A filesystem operation failed in a way the table layer cannot hide."""
+
+
+class UnsupportedStorageError(StorageError):
+    """The filesystem cannot do what a table format needs (for example put-if-absent)."""
+
+
+class DataUnavailableError(CarbonLiteError):
+    """Data that a version needs has been physically removed (for example by ``clean``)."""

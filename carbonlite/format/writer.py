@@ -1,0 +1,378 @@
+"""BlockletFileWriter: append blocklets to a blocklet file, reopening it to append more."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO, Any
+
+import pyarrow as pa
+
+from carbonlite.errors import (
+    CarbonLiteError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    StorageError,
+)
+from carbonlite.format.conform import conform_batch
+from carbonlite.format.layout import (
+    PageMeta,
+    crc32c,
+    encode_blocklet_header,
+    encode_blocklet_prefix,
+    encode_file_header,
+    pad8,
+)
+from carbonlite.format.meta import BlockletMeta, column_schemas
+from carbonlite.format.pages import DEFAULT_COMPRESSION_LEVEL, encode_page, ordered_map
+from carbonlite.format.stats import ColumnStats, compute_column_stats
+from carbonlite.format.types import check_schema, stat_kind
+from carbonlite.storage import Appender, open_storage
+
+__all__ = [
+    "DEFAULT_BLOCKLET_BYTES",
+    "DEFAULT_BLOCKLET_ROWS",
+    "BlockletFileWriter",
+    "EncodedBlocklet",
+    "encode_blocklet",
+    "split_into_blocklets",
+]
+
+DEFAULT_BLOCKLET_ROWS = 65_536
+"""Rows per blocklet when cutting larger data (docs/BENCHMARKS.md has the measurement)."""
+DEFAULT_BLOCKLET_BYTES = 64 * 1024 * 1024
+"""Upper bound on the in-memory Arrow size of one blocklet."""
+
+# Below this many bytes a blocklet's columns are encoded on the calling thread.
+_PARALLEL_COLUMNS_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class EncodedBlocklet:
+    """A blocklet's bytes, ready to be written at any offset."""
+
+    num_rows: int
+    parts: list[Any]
+    """Bytes-like pieces to write in order: prefix/header, then each page and its padding."""
+    length: int
+    head_length: int
+    pages: list[tuple[int, int, int, int, int]]
+    """Per column: (body-relative offset, length, raw length, crc, codec)."""
+    stats: list[ColumnStats]
+
+    def meta(self, offset: int, schema: pa.Schema) -> BlockletMeta:
+        body = offset + self.head_length
+        return BlockletMeta(
+            offset=offset,
+            length=self.length,
+            num_rows=self.num_rows,
+            stats={f.name: s for f, s in zip(schema, self.stats, strict=True)},
+            pages=tuple(
+                PageMeta(body + o, n, raw, crc, codec) for o, n, raw, crc, codec in self.pages
+            ),
+        )
+
+
+def encode_blocklet(
+    batch: pa.RecordBatch,
+    schema: pa.Schema,
+    *,
+    compression_level: int = DEFAULT_COMPRESSION_LEVEL,
+    schemas1: list[pa.Schema] | None = None,
+) -> EncodedBlocklet:
+    """Encode one conformed batch (columns exactly ``schema``'s) as a blocklet."""
+    schemas1 = schemas1 or column_schemas(schema)
+
+    def encode_column(i: int) -> tuple[Any, int, int, int, ColumnStats]:
+        array = batch.column(i)
+        stored, raw_len, codec = encode_page(array, schemas1[i], compression_level)
+        return (
+            stored,
+            raw_len,
+            codec,
+            crc32c(stored),
+            compute_column_stats(array, stat_kind(schema.field(i).type)),
+        )
+
+    indices = range(batch.num_columns)
+    if batch.nbytes >= _PARALLEL_COLUMNS_BYTES:
+        encoded = list(ordered_map(encode_column, indices))
+    else:
+        encoded = [encode_column(i) for i in indices]
+    pages: list[tuple[int, int, int, int, int]] = []
+    body: list[Any] = []
+    pos = 0
+    for stored, raw_len, codec, crc, _ in encoded:
+        n = len(stored) if not isinstance(stored, pa.Buffer) else stored.size
+        pages.append((pos, n, raw_len, crc, codec))
+        body.append(stored)
+        pad = pad8(n)
+        if pad:
+            body.append(b"\x00" * pad)
+        pos += n + pad
+    stats = [e[4] for e in encoded]
+    header = encode_blocklet_header(batch.num_rows, schema, pages, stats)
+    head = encode_blocklet_prefix(header, pos)
+    head_length = len(head)
+    return EncodedBlocklet(
+        num_rows=batch.num_rows,
+        parts=[head, *body],
+        length=head_length + pos,
+        head_length=head_length,
+        pages=pages,
+        stats=stats,
+    )
+
+
+def split_into_blocklets(
+    batches: Iterable[pa.RecordBatch],
+    *,
+    max_rows: int = DEFAULT_BLOCKLET_ROWS,
+    max_bytes: int = DEFAULT_BLOCKLET_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """Cut batches into blocklet-sized ones (at most ``max_rows`` rows and about ``max_bytes``).
+
+    Small batches are passed through, not merged: a caller wanting fewer, larger blocklets
+    combines them first (the table writer does).
+    """
+    if max_rows < 1 or max_bytes < 1:
+        raise InvalidOptionError(f"blocklet limits must be positive, got {max_rows=} {max_bytes=}")
+    for batch in batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        per_row = max(1.0, batch.nbytes / n)
+        step = max(1, min(max_rows, int(max_bytes / per_row)))
+        if n <= step:
+            yield batch
+        else:
+            for start in range(0, n, step):
+                yield batch.slice(start, step)
+
+
+class BlockletFileWriter:
+    """Appends blocklets to a blocklet file.
+
+    ``path_or_file`` is a path or URI (local, ``memory://``, ``s3://``) or a writable binary file
+    object positioned at its start. An existing non-empty file is reopened for appending: its
+    header must hold ``schema`` (or ``schema`` may be omitted), and bytes past ``truncate_to``
+    (default: the file's valid length) are cut away first, so a torn tail left by a crash never
+    hides later blocklets.
+
+    Each :meth:`write_batch` appends exactly one blocklet; :meth:`write` cuts larger data into
+    blocklets. Bytes are durable after :meth:`flush` (or :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        path_or_file: str | os.PathLike[str] | IO[bytes],
+        schema: pa.Schema | None = None,
+        *,
+        compression_level: int = DEFAULT_COMPRESSION_LEVEL,
+        truncate_to: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not 0 <= compression_level <= 22:
+            raise InvalidOptionError(
+                f"compression_level must be 0 (none) to 22 (zstd max), got {compression_level}"
+            )
+        self.compression_level = compression_level
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._file: IO[bytes] | None = None
+        self._appender: Appender | None = None
+        if isinstance(path_or_file, (str, os.PathLike)):
+            self.path = os.fspath(path_or_file)
+            self._open_path(schema, truncate_to, dict(storage_options or {}))
+        else:
+            self.path = str(getattr(path_or_file, "name", "<file object>"))
+            if schema is None:
+                raise InvalidOptionError("a schema is needed to write a new blocklet file")
+            self._open_file_object(path_or_file, schema)
+
+    # --- opening ------------------------------------------------------------------------------
+
+    def _set_schema(self, schema: pa.Schema) -> None:
+        check_schema(schema)
+        self.schema = schema
+        self._schemas1 = column_schemas(schema)
+
+    def _open_path(
+        self, schema: pa.Schema | None, truncate_to: int | None, storage_options: dict[str, Any]
+    ) -> None:
+        storage, path = open_storage(self.path, storage_options)
+        exists = storage.exists(path)
+        if exists and storage.size(path) > 0:
+            from carbonlite.format.reader import BlockletFileReader
+
+            reader = BlockletFileReader(self.path, storage_options=storage_options)
+            with reader:
+                if schema is not None and not reader.schema.equals(schema):
+                    raise SchemaMismatchError(
+                        f"{self.path!r} holds a different schema than the one given",
+                        [
+                            f"file: {reader.schema}".replace("\n", "; "),
+                            f"given: {schema}".replace("\n", "; "),
+                        ],
+                    )
+                self._set_schema(reader.schema)
+                size = reader.size
+                if truncate_to is None:
+                    target = reader.valid_length
+                else:
+                    if not reader.header_length <= truncate_to <= size:
+                        raise InvalidOptionError(
+                            f"truncate_to={truncate_to} is outside {self.path!r}: it must lie "
+                            f"between the header end {reader.header_length} and the size {size}"
+                        )
+                    target = truncate_to
+            if target < size:
+                if not storage.supports_append:
+                    raise StorageError(
+                        f"{self.path!r} has {size - target} bytes past its valid length and "
+                        f"{storage.protocol!r} storage cannot truncate-and-append; write a new object"
+                    )
+                storage.truncate(path, target)
+            self._appender = storage.open_appender(path)
+        else:
+            if schema is None:
+                raise InvalidOptionError(
+                    f"{self.path!r} does not exist (or is empty): a schema is needed to create it"
+                )
+            self._set_schema(schema)
+            self._appender = storage.open_appender(path)
+            self._write_parts([encode_file_header(schema)])
+
+    def _open_file_object(self, f: IO[bytes], schema: pa.Schema) -> None:
+        self._set_schema(schema)
+        try:
+            position = f.tell()
+        except (OSError, AttributeError):
+            position = 0
+        if position != 0:
+            raise InvalidOptionError(
+                f"the file object is at position {position}; a blocklet file must start at 0"
+            )
+        self._file = f
+        self._size = 0
+        self._write_parts([encode_file_header(schema)])
+
+    # --- writing ------------------------------------------------------------------------------
+
+    @property
+    def length(self) -> int:
+        """Bytes in the file, including everything written so far."""
+        return self._appender.size if self._appender is not None else self._size
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CarbonLiteError(f"the writer of {self.path!r} is closed")
+        if self._failed is not None:
+            raise CarbonLiteError(
+                f"an earlier write to {self.path!r} failed ({self._failed}); the file may end in "
+                "a torn blocklet: reopen it to truncate the tail and append again"
+            ) from self._failed
+
+    def _write_parts(self, parts: list[Any]) -> None:
+        try:
+            if self._appender is not None:
+                for part in parts:
+                    self._appender.write(part)
+            else:
+                assert self._file is not None
+                for part in parts:
+                    self._file.write(part)
+                    self._size += len(part) if not isinstance(part, pa.Buffer) else part.size
+        except BaseException as exc:
+            self._failed = exc
+            raise
+
+    def write_batch(self, batch: pa.RecordBatch) -> BlockletMeta:
+        """Append ``batch`` as one blocklet and return where it went and its statistics."""
+        self._check_open()
+        batch = conform_batch(batch, self.schema, where=repr(self.path))
+        encoded = encode_blocklet(
+            batch, self.schema, compression_level=self.compression_level, schemas1=self._schemas1
+        )
+        return self._append_encoded(encoded)
+
+    def write(
+        self,
+        data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch],
+        *,
+        max_rows: int = DEFAULT_BLOCKLET_ROWS,
+        max_bytes: int = DEFAULT_BLOCKLET_BYTES,
+    ) -> list[BlockletMeta]:
+        """Append ``data`` cut into blocklets; encodes several blocklets in parallel."""
+        self._check_open()
+        if isinstance(data, pa.Table):
+            batches: Iterable[pa.RecordBatch] = data.to_batches()
+        elif isinstance(data, pa.RecordBatch):
+            batches = [data]
+        else:
+            batches = data
+
+        def conformed() -> Iterator[pa.RecordBatch]:
+            for b in batches:
+                yield conform_batch(b, self.schema, where=repr(self.path))
+
+        def encode(b: pa.RecordBatch) -> EncodedBlocklet:
+            return encode_blocklet(
+                b, self.schema, compression_level=self.compression_level, schemas1=self._schemas1
+            )
+
+        blocklets = split_into_blocklets(conformed(), max_rows=max_rows, max_bytes=max_bytes)
+        return [self._append_encoded(e) for e in ordered_map(encode, blocklets)]
+
+    def _append_encoded(self, encoded: EncodedBlocklet) -> BlockletMeta:
+        offset = self.length
+        self._write_parts(encoded.parts)
+        return encoded.meta(offset, self.schema)
+
+    def flush(self) -> None:
+        """Make everything written so far durable (fsync on local disk)."""
+        self._check_open()
+        try:
+            if self._appender is not None:
+                self._appender.flush()
+            elif self._file is not None:
+                self._file.flush()
+                fileno = getattr(self._file, "fileno", None)
+                if fileno is not None:
+                    # In-memory file objects have no descriptor to sync.
+                    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+                        os.fsync(fileno())
+        except BaseException as exc:
+            self._failed = exc
+            raise
+
+    def close(self) -> None:
+        """Flush and release the file (a file object passed in is left open)."""
+        if self._closed:
+            return
+        try:
+            if self._failed is None:
+                self.flush()
+        finally:
+            self._closed = True
+            if self._appender is not None:
+                try:
+                    self._appender.close()
+                except BaseException:
+                    if self._failed is None:
+                        raise
+
+    def __enter__(self) -> BlockletFileWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

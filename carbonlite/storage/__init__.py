@@ -1,0 +1,90 @@
+"""Storage: the only code in CarbonLite that touches a filesystem.
+
+``open_storage(uri)`` picks a backend from the URI and returns it with the backend's own path:
+
+- a plain path or ``file://``: :class:`LocalStorage` (POSIX; hard links for put-if-absent)
+- ``memory://``: :class:`MemoryStorage` (fsspec's in-process store)
+- ``s3://`` / ``s3a://``: :class:`S3Storage` (s3fs; conditional PUT for put-if-absent)
+
+Any other protocol is refused: CarbonLite never runs on a filesystem where it cannot make a
+commit atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any
+
+from carbonlite.errors import UnsupportedStorageError
+from carbonlite.storage.base import (
+    Appender,
+    BufferedObjectAppender,
+    FileStatus,
+    RangeReader,
+    Storage,
+)
+from carbonlite.storage.local import LocalStorage
+from carbonlite.storage.memory import MemoryStorage
+
+__all__ = [
+    "Appender",
+    "BufferedObjectAppender",
+    "FileStatus",
+    "LocalStorage",
+    "MemoryStorage",
+    "RangeReader",
+    "Storage",
+    "open_storage",
+    "split_protocol",
+]
+
+SUPPORTED_PROTOCOLS = ("file", "memory", "s3")
+
+_cache: dict[tuple[str, str], Storage] = {}
+_cache_lock = threading.Lock()
+
+
+def split_protocol(uri: str) -> tuple[str, str]:
+    """``"s3://b/k"`` -> ``("s3", "b/k")``; a plain path -> ``("file", path)``."""
+    if "://" not in uri:
+        return "file", uri
+    protocol, rest = uri.split("://", 1)
+    protocol = protocol.lower()
+    if protocol in ("s3a", "s3n"):
+        protocol = "s3"
+    return protocol, rest
+
+
+def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> tuple[Storage, str]:
+    """The storage for ``uri`` and the path of ``uri`` within it."""
+    protocol, rest = split_protocol(uri)
+    if protocol == "file":
+        if storage_options:
+            raise UnsupportedStorageError(
+                f"local paths take no storage_options, got {sorted(storage_options)}"
+            )
+        return _cached("file", "", LocalStorage), os.path.abspath(os.path.expanduser(rest))
+    if protocol == "memory":
+        path = "/" + rest.strip("/")
+        return _cached("memory", "", MemoryStorage), path
+    if protocol == "s3":
+        key = json.dumps(storage_options or {}, sort_keys=True, default=str)
+        from carbonlite.storage.s3 import S3Storage
+
+        storage = _cached("s3", key, lambda: S3Storage(storage_options))
+        return storage, rest.strip("/")
+    raise UnsupportedStorageError(
+        f"cannot open {uri!r}: protocol {protocol!r} is not supported; CarbonLite needs atomic "
+        f"put-if-absent and supports only {', '.join(SUPPORTED_PROTOCOLS)} (plain paths are local)"
+    )
+
+
+def _cached(protocol: str, key: str, factory: Any) -> Storage:
+    with _cache_lock:
+        storage = _cache.get((protocol, key))
+        if storage is None:
+            storage = factory()
+            _cache[(protocol, key)] = storage
+        return storage

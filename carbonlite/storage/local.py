@@ -1,0 +1,211 @@
+"""Local disk: POSIX calls for durability (fsync), truncation and atomic hard links."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import uuid
+
+from carbonlite.errors import UnsupportedStorageError
+from carbonlite.storage.base import Appender, FileStatus, RangeReader, Storage
+
+__all__ = ["LocalStorage"]
+
+# errno values with which a filesystem says it has no hard links.
+_NO_LINK_ERRNOS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK}
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _LocalRangeReader(RangeReader):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def read(self, offset: int, length: int) -> bytes:
+        data = os.pread(self._fd, length, offset)
+        if len(data) < length:  # pread may return short reads on some filesystems
+            parts = [data]
+            got = len(data)
+            while got < length:
+                more = os.pread(self._fd, length - got, offset + got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        return data
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class _LocalAppender(Appender):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        parent = os.path.dirname(path)
+        os.makedirs(parent, exist_ok=True)
+        created = not os.path.exists(path)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._dir_to_sync = parent if created else None
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def write(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            self._size += written
+            view = view[written:]
+
+    def flush(self) -> None:
+        os.fdatasync(self._fd) if hasattr(os, "fdatasync") else os.fsync(self._fd)
+        if self._dir_to_sync is not None:
+            _fsync_dir(self._dir_to_sync)
+            self._dir_to_sync = None
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            try:
+                self.flush()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+
+
+class LocalStorage(Storage):
+    """The local filesystem."""
+
+    protocol = "file"
+    supports_append = True
+
+    def join(self, base: str, *parts: str) -> str:
+        return os.path.join(base, *parts)
+
+    def exists(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        with open(path, "rb") as f:
+            if start:
+                f.seek(start)
+            return f.read() if end is None else f.read(max(0, end - start))
+
+    def open_reader(self, path: str) -> RangeReader:
+        return _LocalRangeReader(path)
+
+    def list(self, path: str, *, recursive: bool = False) -> list[FileStatus]:
+        out: list[FileStatus] = []
+        if not os.path.isdir(path):
+            return out
+        if recursive:
+            for root, _dirs, files in os.walk(path):
+                for name in files:
+                    full = os.path.join(root, name)
+                    try:
+                        st = os.stat(full)
+                    except FileNotFoundError:
+                        continue
+                    out.append(FileStatus(full, st.st_size, st.st_mtime))
+        else:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_file():
+                            st = entry.stat()
+                            out.append(FileStatus(entry.path, st.st_size, st.st_mtime))
+                    except FileNotFoundError:
+                        continue
+        out.sort(key=lambda s: s.path)
+        return out
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        parent = os.path.dirname(path)
+        os.makedirs(parent, exist_ok=True)
+        tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
+        self._write_synced(tmp, data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno in _NO_LINK_ERRNOS:
+                raise UnsupportedStorageError(
+                    f"the filesystem holding {parent!r} has no hard links, so CarbonLite cannot "
+                    "create files atomically-if-absent there; use a local POSIX filesystem "
+                    "(ext4, xfs, apfs) or an object store with conditional writes"
+                ) from exc
+            raise
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _fsync_dir(parent)
+        return True
+
+    def put(self, path: str, data: bytes) -> None:
+        parent = os.path.dirname(path)
+        os.makedirs(parent, exist_ok=True)
+        tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
+        self._write_synced(tmp, data)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(parent)
+
+    def open_appender(self, path: str) -> Appender:
+        return _LocalAppender(path)
+
+    def truncate(self, path: str, length: int) -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            self._check_truncate(path, length, os.fstat(fd).st_size)
+            os.ftruncate(fd, length)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def delete(self, path: str) -> bool:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def delete_empty_dirs(self, path: str) -> None:
+        if not os.path.isdir(path):
+            return
+        for root, _dirs, _files in os.walk(path, topdown=False):
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
+
+    @staticmethod
+    def _write_synced(path: str, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
