@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from carbonlite._version import __version__
 from carbonlite.errors import (
     CarbonLiteError,
     CommitConflictError,
@@ -18,18 +19,28 @@ from carbonlite.errors import (
     UnsupportedTypeError,
     VersionNotFoundError,
 )
-
-__version__ = "0.1.0"
+from carbonlite.table import (
+    CommitRecord,
+    CommitResult,
+    SegmentInfo,
+    Table,
+    create_table,
+    open_table,
+)
 
 __all__ = [
     "CarbonLiteError",
     "CommitConflictError",
+    "CommitRecord",
+    "CommitResult",
     "CorruptDataError",
     "DataUnavailableError",
     "InvalidFilterError",
     "InvalidOptionError",
     "SchemaMismatchError",
+    "SegmentInfo",
     "StorageError",
+    "Table",
     "TableExistsError",
     "TableNotFoundError",
     "UnsupportedFormatError",
@@ -37,4 +48,6 @@ __all__ = [
     "UnsupportedTypeError",
     "VersionNotFoundError",
     "__version__",
+    "create_table",
+    "open_table",
 ]

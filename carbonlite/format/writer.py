@@ -328,6 +328,17 @@ class BlockletFileWriter:
         blocklets = split_into_blocklets(conformed(), max_rows=max_rows, max_bytes=max_bytes)
         return [self._append_encoded(e) for e in ordered_map(encode, blocklets)]
 
+    def append_blocklet_bytes(self, data: bytes) -> tuple[int, int]:
+        """Append blocklets copied verbatim from another file of the same schema.
+
+        Returns the byte range they now occupy. The caller vouches that ``data`` is a run of
+        whole blocklets (their offsets move with them; blocklets hold no absolute offsets).
+        """
+        self._check_open()
+        start = self.length
+        self._write_parts([data])
+        return start, self.length
+
     def _append_encoded(self, encoded: EncodedBlocklet) -> BlockletMeta:
         offset = self.length
         self._write_parts(encoded.parts)

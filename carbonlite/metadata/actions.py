@@ -1,0 +1,149 @@
+"""Log actions: immutable records of what one commit changes (docs/LOG.md).
+
+A version of the log is a list of actions written atomically. They are plain data; ``serde``
+is the one place that turns them into JSON and back, ``snapshot`` the one place that applies
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pyarrow as pa
+
+from carbonlite.format.stats import ColumnStats
+
+__all__ = [
+    "LIVE_STATUSES",
+    "LOG_FORMAT_VERSION",
+    "Action",
+    "BlockletEntry",
+    "BlockletsAppended",
+    "CommitInfo",
+    "FilesRemoved",
+    "SegmentAdded",
+    "SegmentFormat",
+    "SegmentStatus",
+    "SegmentStatusChanged",
+    "TableMetadata",
+    "TxnMarker",
+]
+
+LOG_FORMAT_VERSION = 1
+"""Version of the log and table layout this library writes (and the newest it reads)."""
+
+SegmentStatus = Literal[
+    "STREAMING", "STREAMING_FINISH", "SUCCESS", "COMPACTED", "MARKED_FOR_DELETE"
+]
+SegmentFormat = Literal["STREAMING", "COLUMNAR"]
+
+LIVE_STATUSES: frozenset[str] = frozenset({"STREAMING", "STREAMING_FINISH", "SUCCESS"})
+"""Statuses whose segments readers see."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableMetadata:
+    """The table's identity, schema, sort columns and properties (version 0, add_columns)."""
+
+    table_id: str
+    schema: pa.Schema
+    sort_columns: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    created_time: int = 0
+    """Milliseconds since the epoch."""
+    format_version: int = LOG_FORMAT_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentAdded:
+    """A new segment, with its initial status."""
+
+    segment_id: str
+    format: SegmentFormat
+    status: SegmentStatus
+    level: int = 0
+    """Compaction level: 0 for streaming and handed-off segments, n+1 for a merge of level n."""
+    sorted_by: tuple[str, ...] = ()
+    """Columns its rows are sorted by (columnar segments written by handoff/compaction)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockletEntry:
+    """One committed blocklet: where it lies in its file, its rows and statistics."""
+
+    offset: int
+    length: int
+    num_rows: int
+    stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+
+@dataclass(frozen=True, slots=True)
+class BlockletsAppended:
+    """Blocklets appended to one file of a segment: the file's committed length moves
+    from ``start`` to ``end``. ``start == 0`` means the file is new."""
+
+    segment_id: str
+    file: str
+    """Path relative to the table root."""
+    start: int
+    end: int
+    blocklets: tuple[BlockletEntry, ...]
+
+    @property
+    def num_rows(self) -> int:
+        return sum(b.num_rows for b in self.blocklets)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStatusChanged:
+    segment_id: str
+    status: SegmentStatus
+    merged_into: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FilesRemoved:
+    """Data files physically deleted (by ``clean``) from a segment readers no longer see."""
+
+    segment_id: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """The latest batch of an application, committed in the same version as its data."""
+
+    app_id: str
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    operation: str
+    timestamp: int
+    """Milliseconds since the epoch."""
+    data_change: bool
+    read_version: int | None = None
+    rows_added: int = 0
+    rows_removed: int = 0
+    bytes_added: int = 0
+    bytes_removed: int = 0
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    engine: str = ""
+
+
+Action = (
+    TableMetadata
+    | SegmentAdded
+    | BlockletsAppended
+    | SegmentStatusChanged
+    | FilesRemoved
+    | TxnMarker
+    | CommitInfo
+)

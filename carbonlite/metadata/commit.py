@@ -1,0 +1,110 @@
+"""Optimistic concurrency: commit a version, and on losing the race decide retry or conflict.
+
+A commit is planned against the snapshot it read. ``Log.try_write`` creates the next version
+with put-if-absent; if another writer got there first, the loser replays every winning
+version, asking its :class:`PendingCommit` after each whether the winner broke an assumption
+(:class:`CommitConflictError`, naming both versions) or already did the work
+(:class:`TransactionAlreadyCommitted`). If neither, it rebuilds its actions on the new
+snapshot and tries the next version, with bounded retries and jittered backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Protocol
+
+from carbonlite.errors import CommitConflictError
+from carbonlite.metadata.actions import Action
+from carbonlite.metadata.log import Log
+from carbonlite.metadata.snapshot import Snapshot
+from carbonlite.properties import TableProperties
+
+__all__ = [
+    "MAX_COMMIT_ATTEMPTS",
+    "PendingCommit",
+    "SegmentNotWritableError",
+    "TransactionAlreadyCommitted",
+    "commit",
+]
+
+MAX_COMMIT_ATTEMPTS = 60
+_logger = logging.getLogger(__name__)
+
+
+class TransactionAlreadyCommitted(Exception):
+    """The table already holds this application's batch: the commit must be skipped."""
+
+    def __init__(self, app_id: str, batch_id: int, committed_batch_id: int) -> None:
+        self.app_id = app_id
+        self.batch_id = batch_id
+        self.committed_batch_id = committed_batch_id
+        super().__init__(
+            f"app {app_id!r} already committed batch {committed_batch_id} (>= {batch_id})"
+        )
+
+
+class SegmentNotWritableError(CommitConflictError):
+    """A segment this commit appends to stopped accepting appends (rolled over, handed off)."""
+
+    def __init__(
+        self, message: str, *, segment_id: str, read_version: int, conflicting_version: int
+    ) -> None:
+        self.segment_id = segment_id
+        super().__init__(
+            message, read_version=read_version, conflicting_version=conflicting_version
+        )
+
+
+class PendingCommit(Protocol):
+    """What a commit needs to survive losing a race."""
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        """Raise if the winning commit that produced ``snapshot`` conflicts with this one."""
+
+    def actions(self, snapshot: Snapshot) -> list[Action]:
+        """The actions to commit on top of ``snapshot`` (rebased if needed)."""
+
+
+def _maybe_checkpoint(log: Log, snapshot: Snapshot) -> None:
+    if snapshot.version % TableProperties(snapshot.properties).checkpoint_interval:
+        return
+    try:
+        log.write_checkpoint(snapshot)
+    except Exception as exc:  # the commit stands; a missing checkpoint only slows opening
+        _logger.warning(
+            "could not write the checkpoint of version %d of %s: %s", snapshot.version, log.uri, exc
+        )
+
+
+def _backoff(attempt: int) -> float:
+    return min(0.25, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
+
+
+def commit(log: Log, snapshot: Snapshot, pending: PendingCommit) -> Snapshot:
+    """Commit ``pending`` on top of ``snapshot``; return the snapshot of the committed version."""
+    read_version = snapshot.version
+    for attempt in range(MAX_COMMIT_ATTEMPTS):
+        actions = pending.actions(snapshot)
+        version = snapshot.version + 1
+        # Applying first validates the actions against the state they claim to change.
+        committed = snapshot.apply(version, actions)
+        if log.try_write(version, actions, snapshot):
+            _maybe_checkpoint(log, committed)
+            return committed
+        while True:
+            try:
+                winner = log.read_actions(snapshot.version + 1, snapshot)
+            except FileNotFoundError:
+                break
+            snapshot = snapshot.apply(snapshot.version + 1, winner)
+            pending.check(snapshot, read_version)
+        time.sleep(_backoff(attempt))
+    raise CommitConflictError(
+        f"could not commit to {log.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: other writers "
+        f"committed every version from {read_version + 1} to {snapshot.version} first; "
+        "retry later or reduce the number of concurrent writers",
+        read_version=read_version,
+        conflicting_version=snapshot.version,
+    )

@@ -1,0 +1,197 @@
+"""The log on storage: version files, checkpoints, and the pointer to the latest checkpoint.
+
+Layout under the table root::
+
+    _carbonlite/log/00000000000000000000.json              version 0 (creates the table)
+    _carbonlite/log/00000000000000000050.checkpoint.json   full state at version 50
+    _carbonlite/_last_checkpoint                           {"version": 50}
+
+Opening reads the pointer, the checkpoint it names, and then version files one after another
+until one is missing: no listing, so the cost does not grow with the number of commits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from carbonlite.errors import (
+    CorruptDataError,
+    TableNotFoundError,
+    UnsupportedFormatError,
+    VersionNotFoundError,
+)
+from carbonlite.metadata.actions import LOG_FORMAT_VERSION, Action
+from carbonlite.metadata.serde import (
+    decode_actions,
+    decode_checkpoint,
+    encode_actions,
+    encode_checkpoint,
+)
+from carbonlite.metadata.snapshot import Snapshot
+from carbonlite.storage import Storage
+
+__all__ = ["LOG_DIR", "Log", "LogListing"]
+
+META_DIR = "_carbonlite"
+LOG_DIR = f"{META_DIR}/log"
+_VERSION_RE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
+
+
+@dataclass(frozen=True, slots=True)
+class LogListing:
+    versions: list[int]
+    checkpoints: list[int]
+
+
+class Log:
+    """Reads and writes one table's log."""
+
+    def __init__(self, storage: Storage, root: str, uri: str) -> None:
+        self.storage = storage
+        self.root = root
+        self.uri = uri
+        self.log_dir = storage.join(root, LOG_DIR)
+        self._pointer = storage.join(root, META_DIR, "_last_checkpoint")
+
+    # --- paths and raw access -----------------------------------------------------------------
+
+    def version_path(self, version: int) -> str:
+        return self.storage.join(self.log_dir, f"{version:020d}.json")
+
+    def checkpoint_path(self, version: int) -> str:
+        return self.storage.join(self.log_dir, f"{version:020d}.checkpoint.json")
+
+    def read_actions(self, version: int, snapshot: Snapshot | None) -> list[Action]:
+        """Actions of ``version``; ``FileNotFoundError`` when it does not exist (yet)."""
+        path = self.version_path(version)
+        data = self.storage.read(path)
+        return decode_actions(
+            data, snapshot.schema if snapshot is not None else None, where=self.storage.uri(path)
+        )
+
+    def try_write(self, version: int, actions: list[Action], snapshot: Snapshot) -> bool:
+        """Create ``version`` holding ``actions``; False if another writer created it first."""
+        return self.storage.put_if_absent(
+            self.version_path(version), encode_actions(actions, snapshot.schema)
+        )
+
+    def exists(self) -> bool:
+        return (
+            self.storage.exists(self.version_path(0))
+            or self.storage.exists(self._pointer)
+            or bool(self.listing().versions)
+        )
+
+    def listing(self) -> LogListing:
+        versions, checkpoints = [], []
+        for status in self.storage.list(self.log_dir):
+            name = status.path.rsplit("/", 1)[-1]
+            if m := _VERSION_RE.match(name):
+                versions.append(int(m.group(1)))
+            elif m := _CHECKPOINT_RE.match(name):
+                checkpoints.append(int(m.group(1)))
+        return LogListing(sorted(versions), sorted(checkpoints))
+
+    # --- checkpoints --------------------------------------------------------------------------
+
+    def read_checkpoint(self, version: int) -> Snapshot:
+        path = self.checkpoint_path(version)
+        snapshot = decode_checkpoint(
+            self.storage.read(path), self.uri, where=self.storage.uri(path)
+        )
+        if snapshot.metadata.format_version > LOG_FORMAT_VERSION:
+            raise UnsupportedFormatError(
+                f"table {self.uri!r} uses log format version {snapshot.metadata.format_version}; "
+                f"this CarbonLite reads up to {LOG_FORMAT_VERSION}: upgrade carbonlite to open it"
+            )
+        return snapshot
+
+    def write_checkpoint(self, snapshot: Snapshot) -> None:
+        """Write the checkpoint of ``snapshot`` and move the pointer forward to it."""
+        self.storage.put_if_absent(
+            self.checkpoint_path(snapshot.version), encode_checkpoint(snapshot)
+        )
+        current = self.last_checkpoint()
+        if current is None or current < snapshot.version:
+            self.storage.put(self._pointer, json.dumps({"version": snapshot.version}).encode())
+
+    def last_checkpoint(self) -> int | None:
+        try:
+            return int(json.loads(self.storage.read(self._pointer))["version"])
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError):
+            return None  # a damaged pointer is only a hint; listing finds the checkpoints
+
+    # --- snapshots ----------------------------------------------------------------------------
+
+    def load_latest(self) -> Snapshot:
+        """The newest snapshot. Raises :class:`TableNotFoundError` when there is no table."""
+        start = self._starting_snapshot()
+        return self.update(start)
+
+    def _starting_snapshot(self) -> Snapshot:
+        pointer = self.last_checkpoint()
+        if pointer is not None:
+            try:
+                return self.read_checkpoint(pointer)
+            except FileNotFoundError:
+                pass
+        try:
+            return Snapshot.from_actions(self.uri, 0, self.read_actions(0, None))
+        except FileNotFoundError:
+            pass
+        listing = self.listing()
+        if listing.checkpoints:
+            return self.read_checkpoint(listing.checkpoints[-1])
+        if listing.versions:
+            raise CorruptDataError(
+                f"the log of {self.uri!r} starts at version {listing.versions[0]} and holds no "
+                "checkpoint to start from",
+                path=self.storage.uri(self.log_dir),
+            )
+        raise TableNotFoundError(f"no CarbonLite table at {self.uri!r} (no {LOG_DIR}/ found)")
+
+    def update(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` advanced through every version committed after it."""
+        while True:
+            try:
+                actions = self.read_actions(snapshot.version + 1, snapshot)
+            except FileNotFoundError:
+                return snapshot
+            snapshot = snapshot.apply(snapshot.version + 1, actions)
+
+    def load_version(self, version: int, latest: Snapshot | None = None) -> Snapshot:
+        """The snapshot at ``version`` (time travel)."""
+        if version < 0:
+            raise VersionNotFoundError(f"versions start at 0, got {version}")
+        if latest is not None and version == latest.version:
+            return latest
+        if latest is not None and version > latest.version:
+            raise VersionNotFoundError(
+                f"table {self.uri!r} has no version {version}; the latest is {latest.version}"
+            )
+        listing = self.listing()
+        candidates = [c for c in listing.checkpoints if c <= version]
+        if candidates:
+            snapshot = self.read_checkpoint(candidates[-1])
+        elif listing.versions and listing.versions[0] == 0:
+            snapshot = Snapshot.from_actions(self.uri, 0, self.read_actions(0, None))
+        else:
+            earliest = min(listing.checkpoints + listing.versions, default=None)
+            raise VersionNotFoundError(
+                f"version {version} of {self.uri!r} is no longer in the log (clean removed it); "
+                f"the earliest version still there is {earliest}"
+            )
+        while snapshot.version < version:
+            try:
+                actions = self.read_actions(snapshot.version + 1, snapshot)
+            except FileNotFoundError:
+                raise VersionNotFoundError(
+                    f"table {self.uri!r} has no version {version}; the latest is {snapshot.version}"
+                ) from None
+            snapshot = snapshot.apply(snapshot.version + 1, actions)
+        return snapshot

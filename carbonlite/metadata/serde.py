@@ -1,0 +1,351 @@
+"""The one place that turns log actions and checkpoints into JSON and back (docs/LOG.md).
+
+A log version is newline-delimited JSON, one action per line, each line an object with a
+single key naming the action. A checkpoint is one JSON object holding a whole snapshot.
+Decoding blocklet statistics needs the column types, so decoding takes the schema in force.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite.errors import CorruptDataError, UnsupportedFormatError
+from carbonlite.format.stats import ColumnStats, stat_from_json, stat_to_json
+from carbonlite.metadata.actions import (
+    Action,
+    BlockletEntry,
+    BlockletsAppended,
+    CommitInfo,
+    FilesRemoved,
+    SegmentAdded,
+    SegmentStatusChanged,
+    TableMetadata,
+    TxnMarker,
+)
+from carbonlite.metadata.schema_json import schema_from_json, schema_to_json
+from carbonlite.metadata.snapshot import FileState, SegmentState, Snapshot
+
+__all__ = [
+    "decode_actions",
+    "decode_checkpoint",
+    "encode_actions",
+    "encode_checkpoint",
+]
+
+_KEYS = {
+    TableMetadata: "metaData",
+    SegmentAdded: "addSegment",
+    BlockletsAppended: "appendBlocklets",
+    SegmentStatusChanged: "setSegmentStatus",
+    FilesRemoved: "removeFiles",
+    TxnMarker: "txn",
+    CommitInfo: "commitInfo",
+}
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+# --- statistics and blocklets ----------------------------------------------------------------
+
+
+def _stats_to_json(
+    stats: Mapping[str, ColumnStats], types: Mapping[str, pa.DataType]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, s in stats.items():
+        entry: dict[str, Any] = {"nulls": s.null_count}
+        if s.nan_count:
+            entry["nans"] = s.nan_count
+        t = types[name]
+        if s.min is not None:
+            entry["min"] = stat_to_json(s.min, t)
+        if s.max is not None:
+            entry["max"] = stat_to_json(s.max, t)
+        out[name] = entry
+    return out
+
+
+def _stats_from_json(
+    obj: Mapping[str, Any], types: Mapping[str, pa.DataType]
+) -> dict[str, ColumnStats]:
+    out = {}
+    for name, entry in obj.items():
+        t = types.get(name)
+        if t is None:
+            continue  # a column this schema does not know carries no usable bounds
+        out[name] = ColumnStats(
+            null_count=entry["nulls"],
+            min=stat_from_json(entry.get("min"), t),
+            max=stat_from_json(entry.get("max"), t),
+            nan_count=entry.get("nans", 0),
+        )
+    return out
+
+
+def _blocklet_to_json(b: BlockletEntry, types: Mapping[str, pa.DataType]) -> dict[str, Any]:
+    return {
+        "offset": b.offset,
+        "length": b.length,
+        "rows": b.num_rows,
+        "stats": _stats_to_json(b.stats, types),
+    }
+
+
+def _blocklet_from_json(obj: Mapping[str, Any], types: Mapping[str, pa.DataType]) -> BlockletEntry:
+    return BlockletEntry(
+        offset=obj["offset"],
+        length=obj["length"],
+        num_rows=obj["rows"],
+        stats=_stats_from_json(obj.get("stats", {}), types),
+    )
+
+
+def _types(schema: pa.Schema) -> dict[str, pa.DataType]:
+    return {f.name: f.type for f in schema}
+
+
+# --- actions ---------------------------------------------------------------------------------
+
+
+def _metadata_to_json(m: TableMetadata) -> dict[str, Any]:
+    return {
+        "table_id": m.table_id,
+        "format_version": m.format_version,
+        "schema": schema_to_json(m.schema),
+        "sort_columns": list(m.sort_columns),
+        "properties": dict(m.properties),
+        "created_time": m.created_time,
+    }
+
+
+def _metadata_from_json(obj: Mapping[str, Any]) -> TableMetadata:
+    return TableMetadata(
+        table_id=obj["table_id"],
+        format_version=obj["format_version"],
+        schema=schema_from_json(obj["schema"]),
+        sort_columns=tuple(obj.get("sort_columns", ())),
+        properties=dict(obj.get("properties", {})),
+        created_time=obj.get("created_time", 0),
+    )
+
+
+def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[str, Any]:
+    if isinstance(action, TableMetadata):
+        body: dict[str, Any] = _metadata_to_json(action)
+    elif isinstance(action, SegmentAdded):
+        body = {
+            "segment_id": action.segment_id,
+            "format": action.format,
+            "status": action.status,
+            "level": action.level,
+            "sorted_by": list(action.sorted_by),
+        }
+    elif isinstance(action, BlockletsAppended):
+        body = {
+            "segment_id": action.segment_id,
+            "file": action.file,
+            "start": action.start,
+            "end": action.end,
+            "blocklets": [_blocklet_to_json(b, types) for b in action.blocklets],
+        }
+    elif isinstance(action, SegmentStatusChanged):
+        body = {"segment_id": action.segment_id, "status": action.status}
+        if action.merged_into is not None:
+            body["merged_into"] = action.merged_into
+    elif isinstance(action, FilesRemoved):
+        body = {"segment_id": action.segment_id, "files": list(action.files)}
+    elif isinstance(action, TxnMarker):
+        body = {"app_id": action.app_id, "batch_id": action.batch_id}
+    elif isinstance(action, CommitInfo):
+        body = {
+            "operation": action.operation,
+            "timestamp": action.timestamp,
+            "data_change": action.data_change,
+            "read_version": action.read_version,
+            "rows_added": action.rows_added,
+            "rows_removed": action.rows_removed,
+            "bytes_added": action.bytes_added,
+            "bytes_removed": action.bytes_removed,
+            "parameters": dict(action.parameters),
+            "engine": action.engine,
+        }
+    else:  # pragma: no cover - the Action union is closed
+        raise TypeError(f"not a log action: {action!r}")
+    return {_KEYS[type(action)]: body}
+
+
+def encode_actions(actions: list[Action], schema: pa.Schema) -> bytes:
+    """One log version as NDJSON; ``schema`` is the schema in force (new one if it changes)."""
+    for a in actions:
+        if isinstance(a, TableMetadata):
+            schema = a.schema
+    types = _types(schema)
+    return ("\n".join(_dumps(_action_to_json(a, types)) for a in actions) + "\n").encode("utf-8")
+
+
+def _action_from_json(
+    key: str, body: Mapping[str, Any], types: Mapping[str, pa.DataType]
+) -> Action:
+    if key == "metaData":
+        return _metadata_from_json(body)
+    if key == "addSegment":
+        return SegmentAdded(
+            segment_id=body["segment_id"],
+            format=body["format"],
+            status=body["status"],
+            level=body.get("level", 0),
+            sorted_by=tuple(body.get("sorted_by", ())),
+        )
+    if key == "appendBlocklets":
+        return BlockletsAppended(
+            segment_id=body["segment_id"],
+            file=body["file"],
+            start=body["start"],
+            end=body["end"],
+            blocklets=tuple(_blocklet_from_json(b, types) for b in body["blocklets"]),
+        )
+    if key == "setSegmentStatus":
+        return SegmentStatusChanged(
+            segment_id=body["segment_id"],
+            status=body["status"],
+            merged_into=body.get("merged_into"),
+        )
+    if key == "removeFiles":
+        return FilesRemoved(segment_id=body["segment_id"], files=tuple(body["files"]))
+    if key == "txn":
+        return TxnMarker(app_id=body["app_id"], batch_id=body["batch_id"])
+    if key == "commitInfo":
+        return CommitInfo(
+            operation=body["operation"],
+            timestamp=body["timestamp"],
+            data_change=body["data_change"],
+            read_version=body.get("read_version"),
+            rows_added=body.get("rows_added", 0),
+            rows_removed=body.get("rows_removed", 0),
+            bytes_added=body.get("bytes_added", 0),
+            bytes_removed=body.get("bytes_removed", 0),
+            parameters=dict(body.get("parameters", {})),
+            engine=body.get("engine", ""),
+        )
+    raise UnsupportedFormatError(
+        f"unknown log action {key!r}: the table was written by a newer CarbonLite; upgrade to read it"
+    )
+
+
+def decode_actions(data: bytes, schema: pa.Schema | None, *, where: str) -> list[Action]:
+    """Parse one log version. ``schema`` is the schema in force before it (None for version 0).
+
+    Raises :class:`CorruptDataError` naming ``where`` for anything that does not parse.
+    """
+    types = _types(schema) if schema is not None else {}
+    actions: list[Action] = []
+    try:
+        text = data.decode("utf-8")
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if not isinstance(obj, dict) or len(obj) != 1:
+                raise ValueError(f"line {n} is not an object with one action key")
+            ((key, body),) = obj.items()
+            action = _action_from_json(key, body, types)
+            if isinstance(action, TableMetadata):
+                types = _types(action.schema)
+            actions.append(action)
+    except UnsupportedFormatError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CorruptDataError(f"log entry does not parse: {exc!r}", path=where) from None
+    return actions
+
+
+# --- checkpoints -----------------------------------------------------------------------------
+
+
+def encode_checkpoint(snapshot: Snapshot) -> bytes:
+    """A whole snapshot as one JSON document."""
+    types = _types(snapshot.schema)
+    segments = []
+    for seg in snapshot.segments.values():
+        segments.append(
+            {
+                "segment_id": seg.segment_id,
+                "format": seg.format,
+                "status": seg.status,
+                "level": seg.level,
+                "sorted_by": list(seg.sorted_by),
+                "created_version": seg.created_version,
+                "created_time": seg.created_time,
+                "status_version": seg.status_version,
+                "status_time": seg.status_time,
+                "merged_into": seg.merged_into,
+                "files_removed": seg.files_removed,
+                "files": [
+                    {
+                        "path": f.path,
+                        "committed_length": f.committed_length,
+                        "created_version": f.created_version,
+                        "modified_version": f.modified_version,
+                        "blocklets": [_blocklet_to_json(b, types) for b in f.blocklets],
+                    }
+                    for f in seg.files.values()
+                ],
+            }
+        )
+    doc = {
+        "checkpoint": {"version": snapshot.version, "timestamp": snapshot.timestamp},
+        "metadata": _metadata_to_json(snapshot.metadata),
+        "txns": dict(snapshot.txns),
+        "segments": segments,
+    }
+    return _dumps(doc).encode("utf-8")
+
+
+def decode_checkpoint(data: bytes, table_path: str, *, where: str) -> Snapshot:
+    try:
+        doc = json.loads(data.decode("utf-8"))
+        metadata = _metadata_from_json(doc["metadata"])
+        types = _types(metadata.schema)
+        segments: dict[str, SegmentState] = {}
+        for s in doc["segments"]:
+            files = {
+                f["path"]: FileState(
+                    path=f["path"],
+                    committed_length=f["committed_length"],
+                    blocklets=tuple(_blocklet_from_json(b, types) for b in f["blocklets"]),
+                    created_version=f["created_version"],
+                    modified_version=f["modified_version"],
+                )
+                for f in s["files"]
+            }
+            segments[s["segment_id"]] = SegmentState(
+                segment_id=s["segment_id"],
+                format=s["format"],
+                status=s["status"],
+                level=s["level"],
+                sorted_by=tuple(s.get("sorted_by", ())),
+                created_version=s["created_version"],
+                created_time=s["created_time"],
+                status_version=s["status_version"],
+                status_time=s["status_time"],
+                merged_into=s.get("merged_into"),
+                files=files,
+                files_removed=s.get("files_removed", False),
+            )
+        header = doc["checkpoint"]
+        return Snapshot(
+            table_path=table_path,
+            version=header["version"],
+            timestamp=header["timestamp"],
+            metadata=metadata,
+            segments=segments,
+            txns=doc.get("txns", {}),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CorruptDataError(f"checkpoint does not parse: {exc!r}", path=where) from None

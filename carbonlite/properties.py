@@ -1,0 +1,251 @@
+"""Table properties: every key CarbonLite knows, its default, and how its value is checked.
+
+Properties are ``dict[str, str]`` as in Delta and Iceberg. Keys starting with ``user.`` are
+the user's own and are kept as they are; any other unknown key is refused, so a typo never
+silently does nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from carbonlite.errors import InvalidOptionError
+
+__all__ = [
+    "PROPERTIES",
+    "TableProperties",
+    "parse_duration",
+    "parse_size",
+    "validate_properties",
+]
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1024,
+    "k": 1024,
+    "mb": 1024**2,
+    "m": 1024**2,
+    "gb": 1024**3,
+    "g": 1024**3,
+    "tb": 1024**4,
+    "t": 1024**4,
+}
+_DURATION_UNITS = {
+    "ms": 0.001,
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "w": 604800,
+    "week": 604800,
+    "weeks": 604800,
+}
+
+
+def parse_size(text: str) -> int:
+    """``"1g"``, ``"64 MB"``, ``"1048576"`` -> bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"{text!r} is not a size such as 1048576, 64MB or 1GB")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+def parse_duration(text: str) -> float:
+    """``"7d"``, ``"168 hours"``, ``"30 s"`` -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _DURATION_UNITS:
+        raise ValueError(f"{text!r} is not a duration such as 30s, 12h or 7d")
+    return float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be 0 or more")
+    return value
+
+
+def _positive_size(text: str) -> int:
+    value = parse_size(text)
+    if value < 1:
+        raise ValueError("must be more than 0 bytes")
+    return value
+
+
+def _bool(text: str) -> bool:
+    lowered = str(text).strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    parts = tuple(int(p) for p in str(text).split(","))
+    if not parts or any(p < 2 for p in parts):
+        raise ValueError("must be comma-separated counts of at least 2, such as 4,3")
+    return parts
+
+
+def _compression_level(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 22:
+        raise ValueError("must be 0 (no compression) to 22")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class PropertySpec:
+    default: str
+    parse: Callable[[str], object]
+    doc: str
+
+
+PROPERTIES: dict[str, PropertySpec] = {
+    "blocklet_max_rows": PropertySpec("65536", _positive_int, "rows per blocklet at most"),
+    "blocklet_max_bytes": PropertySpec(
+        "64MB", _positive_size, "in-memory Arrow bytes per blocklet at most"
+    ),
+    "compression_level": PropertySpec("1", _compression_level, "zstd level of pages (0 = none)"),
+    "streaming_segment_max_bytes": PropertySpec(
+        "1GB", _positive_size, "a STREAMING segment rolls over to STREAMING_FINISH past this size"
+    ),
+    "checkpoint_interval": PropertySpec("50", _positive_int, "write a checkpoint every N versions"),
+    "compaction_level_threshold": PropertySpec(
+        "4,3", _levels, "minor compaction: merge every N segments of a level into the next level"
+    ),
+    "major_compaction_size": PropertySpec(
+        "1GB", _positive_size, "major compaction merges consecutive segments up to this total size"
+    ),
+    "compaction_preserve_segments": PropertySpec(
+        "0", _non_negative_int, "the newest N segments are left out of compaction"
+    ),
+    "auto_compaction": PropertySpec("false", _bool, "run minor compaction after commits"),
+    "auto_handoff": PropertySpec(
+        "false", _bool, "hand off finished streaming segments after a roll-over"
+    ),
+    "handoff_blocklet_rows": PropertySpec(
+        "262144", _positive_int, "rows per blocklet in segments written by handoff and compaction"
+    ),
+    "deleted_data_retention": PropertySpec(
+        "7d", parse_duration, "clean keeps data no version younger than this needs"
+    ),
+    "log_retention": PropertySpec(
+        "30d", parse_duration, "clean keeps log versions younger than this"
+    ),
+}
+
+
+def validate_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
+    """Checked properties as strings; raises :class:`InvalidOptionError` naming every problem."""
+    out: dict[str, str] = {}
+    problems: list[str] = []
+    for key, value in (properties or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            problems.append(f"{key!r}: keys and values must be strings, got {type(value).__name__}")
+            continue
+        if key.startswith("user."):
+            out[key] = value
+            continue
+        spec = PROPERTIES.get(key)
+        if spec is None:
+            close = [k for k in PROPERTIES if k.split("_")[0] == key.split("_")[0]]
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.append(
+                f"{key!r} is not a table property{hint} (custom keys start with 'user.')"
+            )
+            continue
+        try:
+            spec.parse(value)
+        except ValueError as exc:
+            problems.append(f"{key}={value!r}: {exc}")
+            continue
+        out[key] = value
+    if problems:
+        raise InvalidOptionError("invalid table properties:\n  " + "\n  ".join(problems))
+    return out
+
+
+class TableProperties:
+    """Typed access to a table's properties, defaults filled in."""
+
+    def __init__(self, properties: Mapping[str, str]) -> None:
+        self._raw = dict(properties)
+
+    def _get(self, key: str) -> Any:
+        spec = PROPERTIES[key]
+        return spec.parse(self._raw.get(key, spec.default))
+
+    @property
+    def blocklet_max_rows(self) -> int:
+        return int(self._get("blocklet_max_rows"))
+
+    @property
+    def blocklet_max_bytes(self) -> int:
+        return int(self._get("blocklet_max_bytes"))
+
+    @property
+    def compression_level(self) -> int:
+        return int(self._get("compression_level"))
+
+    @property
+    def streaming_segment_max_bytes(self) -> int:
+        return int(self._get("streaming_segment_max_bytes"))
+
+    @property
+    def checkpoint_interval(self) -> int:
+        return int(self._get("checkpoint_interval"))
+
+    @property
+    def compaction_level_threshold(self) -> tuple[int, ...]:
+        return tuple(self._get("compaction_level_threshold"))
+
+    @property
+    def major_compaction_size(self) -> int:
+        return int(self._get("major_compaction_size"))
+
+    @property
+    def compaction_preserve_segments(self) -> int:
+        return int(self._get("compaction_preserve_segments"))
+
+    @property
+    def auto_compaction(self) -> bool:
+        return bool(self._get("auto_compaction"))
+
+    @property
+    def auto_handoff(self) -> bool:
+        return bool(self._get("auto_handoff"))
+
+    @property
+    def handoff_blocklet_rows(self) -> int:
+        return int(self._get("handoff_blocklet_rows"))
+
+    @property
+    def deleted_data_retention(self) -> float:
+        return float(self._get("deleted_data_retention"))
+
+    @property
+    def log_retention(self) -> float:
+        return float(self._get("log_retention"))

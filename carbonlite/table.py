@@ -1,0 +1,474 @@
+"""The Table facade: one object for a table, thin over writer/, reader/ and metadata/."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite._version import ENGINE
+from carbonlite.errors import (
+    CommitConflictError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from carbonlite.format.types import check_schema, stat_kind
+from carbonlite.metadata import (
+    Action,
+    CommitInfo,
+    Log,
+    Snapshot,
+    TableMetadata,
+    TxnMarker,
+    commit,
+)
+from carbonlite.properties import validate_properties
+from carbonlite.reader.changes import read_changes
+from carbonlite.reader.expression import FilterLike, parse_filter
+from carbonlite.reader.planner import ScanPlan, Split, plan_scan
+from carbonlite.reader.scan import SplitReader, read_splits, scan_plan
+from carbonlite.storage import open_storage
+from carbonlite.writer.append import CommitResult, TableWriter, now_ms
+from carbonlite.writer.batches import TableData
+
+__all__ = ["CommitRecord", "CommitResult", "SegmentInfo", "Table", "create_table", "open_table"]
+
+
+def _when(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """One version of the table's history."""
+
+    version: int
+    timestamp: datetime.datetime
+    operation: str
+    data_change: bool
+    rows: int
+    """Rows added."""
+    bytes: int
+    """Bytes added."""
+    rows_removed: int
+    bytes_removed: int
+    read_version: int | None
+    parameters: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment, as ``SHOW SEGMENTS`` would list it."""
+
+    id: str
+    status: str
+    format: str
+    rows: int
+    bytes: int
+    files: int
+    blocklets: int
+    merged_into: str | None
+    level: int
+    created_version: int
+    created_time: datetime.datetime
+    status_time: datetime.datetime
+
+
+def _txn(txn: tuple[str, int] | None) -> TxnMarker | None:
+    if txn is None:
+        return None
+    try:
+        app_id, batch_id = txn
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"txn must be (app_id, batch_id), got {txn!r}") from None
+    if not isinstance(app_id, str) or not app_id or not isinstance(batch_id, int) or batch_id < 0:
+        raise InvalidOptionError(
+            f"txn must be (non-empty app_id string, batch_id integer >= 0), got {txn!r}"
+        )
+    return TxnMarker(app_id, batch_id)
+
+
+class Table:
+    """A CarbonLite table. Get one with :func:`create_table` or :func:`open_table`."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        writer_id: str | None = None,
+        _snapshot: Snapshot | None = None,
+    ) -> None:
+        self.storage_options = dict(storage_options or {})
+        self.storage, self.root = open_storage(str(uri), self.storage_options or None)
+        self.path = self.storage.uri(self.root)
+        self.log = Log(self.storage, self.root, self.path)
+        self._snapshot = _snapshot if _snapshot is not None else self.log.load_latest()
+        self._writer = TableWriter(
+            self.storage, self.root, writer_id=writer_id, storage_options=self.storage_options
+        )
+
+    def __repr__(self) -> str:
+        return f"Table({self.path!r}, version={self.version})"
+
+    # --- state --------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """The version this object has loaded (``refresh`` to see newer commits)."""
+        return self._snapshot.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._snapshot.schema
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self._snapshot.properties)
+
+    @property
+    def sort_columns(self) -> tuple[str, ...]:
+        return self._snapshot.metadata.sort_columns
+
+    @property
+    def table_id(self) -> str:
+        return self._snapshot.metadata.table_id
+
+    @property
+    def writer_id(self) -> str:
+        """This object's writer identity: it owns the stream files named after it."""
+        return self._writer.writer_id
+
+    def refresh(self) -> Table:
+        """Load every version committed since this object last looked."""
+        self._snapshot = self.log.update(self._snapshot)
+        return self
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """The snapshot at ``version`` (the loaded one by default)."""
+        if version is None:
+            return self._snapshot
+        return self.log.load_version(version, self.refresh()._snapshot)
+
+    def history(self, limit: int | None = None) -> list[CommitRecord]:
+        """Commits, newest first (at most ``limit``)."""
+        self.refresh()
+        out: list[CommitRecord] = []
+        oldest = min(self.log.listing().versions, default=self.version)
+        for version in range(self.version, oldest - 1, -1):
+            if limit is not None and len(out) >= limit:
+                break
+            try:
+                actions = self.log.read_actions(version, self._snapshot)
+            except FileNotFoundError:
+                break
+            info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+            if info is None:
+                continue
+            out.append(
+                CommitRecord(
+                    version=version,
+                    timestamp=_when(info.timestamp),
+                    operation=info.operation,
+                    data_change=info.data_change,
+                    rows=info.rows_added,
+                    bytes=info.bytes_added,
+                    rows_removed=info.rows_removed,
+                    bytes_removed=info.bytes_removed,
+                    read_version=info.read_version,
+                    parameters=dict(info.parameters),
+                )
+            )
+        return out
+
+    def segments(self, version: int | None = None) -> list[SegmentInfo]:
+        """Every segment at ``version`` (latest by default), oldest first."""
+        snap = self.refresh()._snapshot if version is None else self.snapshot(version)
+        return [
+            SegmentInfo(
+                id=s.segment_id,
+                status=s.status,
+                format=s.format,
+                rows=s.num_rows,
+                bytes=s.num_bytes,
+                files=len(s.files),
+                blocklets=s.num_blocklets,
+                merged_into=s.merged_into,
+                level=s.level,
+                created_version=s.created_version,
+                created_time=_when(s.created_time),
+                status_time=_when(s.status_time),
+            )
+            for s in snap.segments.values()
+        ]
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """The latest batch id committed for ``app_id``, or None."""
+        return self.refresh()._snapshot.txns.get(app_id)
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def append(self, data: TableData, *, txn: tuple[str, int] | None = None) -> CommitResult:
+        """Append ``data`` as one atomic commit.
+
+        With ``txn=(app_id, batch_id)`` the batch id is committed in the same version as the
+        data, and an append whose batch id the table already holds (or passed) is skipped:
+        ``result.skipped`` is then True and nothing is written.
+        """
+        return self._write(data, txn=_txn(txn), overwrite=False)
+
+    def overwrite(self, data: TableData, *, txn: tuple[str, int] | None = None) -> CommitResult:
+        """Replace the table's rows with ``data`` in one version (old segments are marked for
+        delete; time travel still sees them until ``clean``)."""
+        return self._write(data, txn=_txn(txn), overwrite=True)
+
+    def _write(
+        self,
+        data: TableData,
+        *,
+        txn: TxnMarker | None,
+        overwrite: bool,
+        operation: str | None = None,
+    ) -> CommitResult:
+        with self._writer.lock:
+            self.refresh()
+            result, self._snapshot = self._writer.write(
+                self.log, self._snapshot, data, txn=txn, overwrite=overwrite, operation=operation
+            )
+            return result
+
+    def add_columns(self, fields: pa.Field | Sequence[pa.Field] | pa.Schema) -> CommitResult:
+        """Add nullable columns at the end of the schema. Older files read them as nulls."""
+        if isinstance(fields, pa.Field):
+            fields = [fields]
+        new = list(fields)
+        with self._writer.lock:
+            self.refresh()
+            snap = self._snapshot
+            problems = [
+                f"column {f.name!r} already exists" for f in new if f.name in snap.schema.names
+            ]
+            problems += [
+                f"column {f.name!r} must be nullable to be added" for f in new if not f.nullable
+            ]
+            names = [f.name for f in new]
+            problems += [
+                f"column {n!r} is given twice" for n in sorted(set(names)) if names.count(n) > 1
+            ]
+            if problems:
+                raise SchemaMismatchError(f"cannot add columns to {self.path!r}", problems)
+            schema = pa.schema([*snap.schema, *new])
+            check_schema(schema)
+            pending = _MetadataCommit(
+                snap.metadata,
+                TableMetadata(
+                    table_id=snap.metadata.table_id,
+                    schema=schema,
+                    sort_columns=snap.metadata.sort_columns,
+                    properties=snap.metadata.properties,
+                    created_time=snap.metadata.created_time,
+                ),
+                operation="ADD COLUMNS",
+                parameters={"columns": ",".join(names)},
+            )
+            self._snapshot = commit(self.log, snap, pending)
+            return CommitResult(self._snapshot.version, "ADD COLUMNS")
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def plan_splits(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: FilterLike = None,
+        version: int | None = None,
+    ) -> ScanPlan:
+        """Which blocklets a scan reads, grouped into splits, pruned by statistics only."""
+        snap = self.snapshot(version)
+        parsed = parse_filter(filter, snap.schema, where=repr(self.path))
+        return plan_scan(snap, columns=columns, filter=parsed)
+
+    def read_split(
+        self,
+        split: Split,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: FilterLike = None,
+        version: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of one split (from :meth:`plan_splits`), filtered and projected."""
+        snap = self.snapshot(version)
+        parsed = parse_filter(filter, snap.schema, where=repr(self.path))
+        plan = plan_scan(snap, columns=columns, filter=None)
+        reader = SplitReader(
+            self.storage, self.root, snap.schema, storage_options=self.storage_options
+        )
+        try:
+            yield from read_splits(reader, [split], plan.schema, parsed)
+        finally:
+            reader.close()
+
+    def scan(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: FilterLike = None,
+        version: int | None = None,
+    ) -> pa.RecordBatchReader:
+        """Rows of the table (at ``version``), pruned by min/max, filtered exactly."""
+        snap = self.snapshot(version)
+        parsed = parse_filter(filter, snap.schema, where=repr(self.path))
+        plan = plan_scan(snap, columns=columns, filter=parsed)
+        return scan_plan(
+            self.storage, self.root, plan, parsed, storage_options=self.storage_options
+        )
+
+    def to_arrow(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: FilterLike = None,
+        version: int | None = None,
+    ) -> pa.Table:
+        """:meth:`scan` read into one ``pyarrow.Table``."""
+        return self.scan(columns=columns, filter=filter, version=version).read_all()
+
+    def count_rows(self, *, version: int | None = None) -> int:
+        """Rows at ``version``, from the log alone."""
+        return self.snapshot(version).num_rows
+
+    def changes(self, start_version: int, end_version: int | None = None) -> pa.Table:
+        """Rows inserted or deleted by each commit from ``start_version`` to ``end_version``
+        (inclusive; latest by default), with ``_change_type``, ``_commit_version`` and
+        ``_commit_timestamp`` columns."""
+        latest = self.refresh()._snapshot
+        end = latest.version if end_version is None else end_version
+        if start_version < 0 or end < start_version:
+            raise InvalidOptionError(
+                f"need 0 <= start_version <= end_version, got {start_version} and {end}"
+            )
+        end_snapshot = self.log.load_version(end, latest)
+        start = self.log.load_version(start_version - 1, latest) if start_version > 0 else None
+        return read_changes(
+            self.storage,
+            self.root,
+            self.log,
+            start,
+            end,
+            end_snapshot.schema,
+            storage_options=self.storage_options,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _MetadataCommit:
+    """A metadata change: conflicts with any concurrent metadata change."""
+
+    base: TableMetadata
+    metadata: TableMetadata
+    operation: str
+    parameters: Mapping[str, str]
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        if snapshot.metadata != self.base:
+            raise CommitConflictError(
+                f"the schema or properties of {snapshot.table_path!r} changed at version "
+                f"{snapshot.version} while this change (read at version {read_version}) was made",
+                read_version=read_version,
+                conflicting_version=snapshot.version,
+            )
+
+    def actions(self, snapshot: Snapshot) -> list[Action]:
+        return [
+            self.metadata,
+            CommitInfo(
+                operation=self.operation,
+                timestamp=now_ms(),
+                data_change=False,
+                read_version=snapshot.version,
+                parameters=dict(self.parameters),
+                engine=ENGINE,
+            ),
+        ]
+
+
+def _check_sort_columns(schema: pa.Schema, sort_columns: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(sort_columns, str):
+        sort_columns = [sort_columns]
+    problems = []
+    for c in sort_columns:
+        if c not in schema.names:
+            problems.append(f"sort column {c!r} is not in the schema {schema.names}")
+        elif stat_kind(schema.field(c).type) is None:
+            problems.append(
+                f"sort column {c!r} has type {schema.field(c).type}, which has no order"
+            )
+    if len(set(sort_columns)) != len(sort_columns):
+        problems.append(f"sort columns {list(sort_columns)} repeat a column")
+    if problems:
+        raise InvalidOptionError("invalid sort columns:\n  " + "\n  ".join(problems))
+    return tuple(sort_columns)
+
+
+def create_table(
+    path: str | os.PathLike[str],
+    schema: pa.Schema,
+    *,
+    sort_columns: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    writer_id: str | None = None,
+) -> Table:
+    """Create a table at ``path``; raises :class:`TableExistsError` if one is there."""
+    if not isinstance(schema, pa.Schema):
+        raise InvalidOptionError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+    check_schema(schema)
+    metadata = TableMetadata(
+        table_id=uuid.uuid4().hex,
+        schema=schema,
+        sort_columns=_check_sort_columns(schema, sort_columns),
+        properties=validate_properties(properties),
+        created_time=now_ms(),
+    )
+    storage, root = open_storage(os.fspath(path), dict(storage_options or {}) or None)
+    uri = storage.uri(root)
+    log = Log(storage, root, uri)
+    if log.exists():
+        raise TableExistsError(f"a CarbonLite table already exists at {uri!r}")
+    actions: list[Action] = [
+        metadata,
+        CommitInfo(
+            operation="CREATE TABLE",
+            timestamp=metadata.created_time,
+            data_change=False,
+            parameters={"sort_columns": ",".join(metadata.sort_columns)},
+            engine=ENGINE,
+        ),
+    ]
+    snapshot = Snapshot.from_actions(uri, 0, actions)
+    empty = Snapshot(
+        table_path=uri, version=-1, timestamp=0, metadata=metadata, segments={}, txns={}
+    )
+    if not log.try_write(0, actions, empty):
+        raise TableExistsError(f"a CarbonLite table was created at {uri!r} at the same time")
+    return Table(uri, storage_options=storage_options, writer_id=writer_id, _snapshot=snapshot)
+
+
+def open_table(
+    path: str | os.PathLike[str],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    writer_id: str | None = None,
+) -> Table:
+    """Open the table at ``path``; raises :class:`TableNotFoundError` if there is none."""
+    try:
+        return Table(os.fspath(path), storage_options=storage_options, writer_id=writer_id)
+    except FileNotFoundError as exc:  # pragma: no cover - Log turns absence into TableNotFound
+        raise TableNotFoundError(f"no CarbonLite table at {os.fspath(path)!r}") from exc

@@ -1,0 +1,326 @@
+"""Appends and overwrites: write blocklets to this writer's stream file, commit one version.
+
+The commit is an :class:`AppendCommit`: it survives losing a race to any commit that leaves
+its assumptions standing (two blind appends never conflict), adopts a STREAMING segment that
+a concurrent writer created under the same id, and moves its blocklets to the current
+STREAMING segment when its own segment stopped taking appends (rolled over or handed off).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite._version import ENGINE
+from carbonlite.errors import CommitConflictError
+from carbonlite.format import BlockletFileReader
+from carbonlite.metadata import (
+    Action,
+    BlockletsAppended,
+    CommitInfo,
+    Log,
+    SegmentAdded,
+    SegmentNotWritableError,
+    SegmentStatusChanged,
+    Snapshot,
+    TransactionAlreadyCommitted,
+    TxnMarker,
+    commit,
+)
+from carbonlite.properties import TableProperties
+from carbonlite.storage import Storage
+from carbonlite.writer.batches import TableData, conformed_batches, rebatch
+from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
+
+__all__ = ["AppendCommit", "CommitResult", "TableWriter", "now_ms"]
+
+_MAX_RELOCATIONS = 10
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What a write did."""
+
+    version: int | None
+    """The committed version; None when nothing was committed."""
+    operation: str
+    rows: int = 0
+    skipped: bool = False
+    """True when the table already held this transaction's batch, so nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendCommit:
+    """A pending data commit: appends, optional overwrite, optional transaction marker."""
+
+    appends: tuple[BlockletsAppended, ...]
+    new_segments: frozenset[str] = frozenset()
+    txn: TxnMarker | None = None
+    overwrite: bool = False
+    operation: str = "APPEND"
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        if self.txn is not None:
+            done = snapshot.txns.get(self.txn.app_id)
+            if done is not None and done >= self.txn.batch_id:
+                raise TransactionAlreadyCommitted(self.txn.app_id, self.txn.batch_id, done)
+        for a in self.appends:
+            seg = snapshot.segments.get(a.segment_id)
+            if seg is None:
+                continue
+            adoptable = not self.overwrite and seg.format == "STREAMING"
+            if seg.status != "STREAMING" or (a.segment_id in self.new_segments and not adoptable):
+                raise SegmentNotWritableError(
+                    f"segment {a.segment_id!r} of {snapshot.table_path!r} stopped taking appends "
+                    f"at version {snapshot.version} (status {seg.status})",
+                    segment_id=a.segment_id,
+                    read_version=read_version,
+                    conflicting_version=snapshot.version,
+                )
+            f = seg.files.get(a.file)
+            committed = f.committed_length if f is not None else 0
+            if committed != a.start:
+                raise CommitConflictError(
+                    f"version {snapshot.version} of {snapshot.table_path!r} appended to "
+                    f"{a.file!r}, which this writer owns (read at version {read_version}): two "
+                    "writers share a writer id; give each live writer its own",
+                    read_version=read_version,
+                    conflicting_version=snapshot.version,
+                )
+
+    def actions(self, snapshot: Snapshot) -> list[Action]:
+        actions: list[Action] = [
+            SegmentAdded(segment_id=sid, format="STREAMING", status="STREAMING")
+            for sid in sorted(self.new_segments)
+            if sid not in snapshot.segments
+        ]
+        rows_removed = bytes_removed = 0
+        if self.overwrite:
+            for seg in snapshot.live_segments():
+                if seg.segment_id not in self.new_segments:
+                    actions.append(SegmentStatusChanged(seg.segment_id, "MARKED_FOR_DELETE"))
+                    rows_removed += seg.num_rows
+                    bytes_removed += seg.num_bytes
+        actions.extend(self.appends)
+        limit = TableProperties(snapshot.properties).streaming_segment_max_bytes
+        for sid in sorted({a.segment_id for a in self.appends}):
+            existing = snapshot.segments.get(sid)
+            size = (existing.num_bytes if existing is not None else 0) + sum(
+                a.end - a.start for a in self.appends if a.segment_id == sid
+            )
+            if size >= limit:
+                actions.append(SegmentStatusChanged(sid, "STREAMING_FINISH"))
+        if self.txn is not None:
+            actions.append(self.txn)
+        actions.append(
+            CommitInfo(
+                operation=self.operation,
+                timestamp=now_ms(),
+                data_change=True,
+                read_version=snapshot.version,
+                rows_added=sum(a.num_rows for a in self.appends),
+                rows_removed=rows_removed,
+                bytes_added=sum(a.end - a.start for a in self.appends),
+                bytes_removed=bytes_removed,
+                parameters=dict(self.parameters),
+                engine=ENGINE,
+            )
+        )
+        return actions
+
+
+class TableWriter:
+    """Writes data for one writer identity (its own stream files) into one table.
+
+    One writer appends to one stream file per segment (``<writer id>-<n>.cblt``), so a stream
+    of small appends grows one file instead of making many. Object stores cannot append, so
+    there every append writes a new object.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        root: str,
+        *,
+        writer_id: str | None,
+        storage_options: Mapping[str, Any] | None,
+    ) -> None:
+        self.storage = storage
+        self.root = root
+        self.writer_id = writer_id or uuid.uuid4().hex[:16]
+        self.storage_options = dict(storage_options or {})
+        self.lock = threading.RLock()
+        self._file_schemas: dict[str, pa.Schema] = {}
+        self._objects = itertools.count()
+
+    # --- choosing where to write --------------------------------------------------------------
+
+    def target_segment(self, snapshot: Snapshot, *, overwrite: bool) -> tuple[str, bool]:
+        """(segment id, whether this commit creates it)."""
+        if not overwrite:
+            seg = snapshot.streaming_segment()
+            if seg is not None:
+                return seg.segment_id, False
+        return str(snapshot.next_segment_number()), True
+
+    def stream_file(
+        self, snapshot: Snapshot, segment_id: str, schema: pa.Schema
+    ) -> tuple[str, int]:
+        """(relative path, committed length) of the file this writer appends to in a segment."""
+        prefix = f"segments/{segment_id}/{self.writer_id}-"
+        if not self.storage.supports_append:
+            return f"{prefix}{uuid.uuid4().hex[:12]}.cblt", 0
+        seg = snapshot.segments.get(segment_id)
+        mine = sorted(
+            (int(path[len(prefix) : -len(".cblt")]), f)
+            for path, f in (seg.files.items() if seg is not None else ())
+            if path.startswith(prefix) and path[len(prefix) : -len(".cblt")].isdigit()
+        )
+        if not mine:
+            return f"{prefix}0.cblt", 0
+        n, latest = mine[-1]
+        if self._file_schema(latest.path).equals(schema):
+            return latest.path, latest.committed_length
+        return f"{prefix}{n + 1}.cblt", 0  # the table schema changed: start a new file
+
+    def _file_schema(self, rel: str) -> pa.Schema:
+        schema = self._file_schemas.get(rel)
+        if schema is None:
+            uri = self.storage.uri(self.storage.join(self.root, rel))
+            with BlockletFileReader(uri, storage_options=self.storage_options) as reader:
+                schema = self._file_schemas[rel] = reader.schema
+        return schema
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def write(
+        self,
+        log: Log,
+        snapshot: Snapshot,
+        data: TableData,
+        *,
+        txn: TxnMarker | None = None,
+        overwrite: bool = False,
+        operation: str | None = None,
+    ) -> tuple[CommitResult, Snapshot]:
+        """Write ``data`` and commit it as one version; returns the result and new snapshot."""
+        operation = operation or ("OVERWRITE" if overwrite else "APPEND")
+        with self.lock:
+            if txn is not None:
+                done = snapshot.txns.get(txn.app_id)
+                if done is not None and done >= txn.batch_id:
+                    return CommitResult(None, operation, skipped=True), snapshot
+            props = TableProperties(snapshot.properties)
+            schema = snapshot.schema
+            segment_id, created = self.target_segment(snapshot, overwrite=overwrite)
+            file, committed = self.stream_file(snapshot, segment_id, schema)
+            batches = rebatch(
+                conformed_batches(data, schema, where=log.uri),
+                max_rows=props.blocklet_max_rows,
+                max_bytes=props.blocklet_max_bytes,
+            )
+            appended = write_blocklets(
+                self.storage,
+                self.root,
+                segment_id=segment_id,
+                file=file,
+                committed_length=committed,
+                schema=schema,
+                batches=batches,
+                storage_options=self.storage_options,
+                compression_level=props.compression_level,
+                max_rows=props.blocklet_max_rows,
+                max_bytes=props.blocklet_max_bytes,
+            )
+            if appended is None and not overwrite and txn is None:
+                return CommitResult(None, operation), snapshot
+            self._file_schemas.setdefault(file, schema)
+            parameters = {
+                "mode": "overwrite" if overwrite else "append",
+                "writer_id": self.writer_id,
+            }
+            if txn is not None:
+                parameters.update(app_id=txn.app_id, batch_id=str(txn.batch_id))
+            pending = AppendCommit(
+                appends=(appended,) if appended is not None else (),
+                new_segments=frozenset({segment_id})
+                if created and appended is not None
+                else frozenset(),
+                txn=txn,
+                overwrite=overwrite,
+                operation=operation,
+                parameters=parameters,
+            )
+            return self.commit(log, snapshot, pending)
+
+    def commit(
+        self, log: Log, snapshot: Snapshot, pending: AppendCommit
+    ) -> tuple[CommitResult, Snapshot]:
+        """Commit ``pending``, moving its blocklets if their segment stops taking appends."""
+        rows = sum(a.num_rows for a in pending.appends)
+        for _ in range(_MAX_RELOCATIONS):
+            try:
+                committed = commit(log, snapshot, pending)
+            except TransactionAlreadyCommitted:
+                return CommitResult(None, pending.operation, skipped=True), log.update(snapshot)
+            except SegmentNotWritableError:
+                snapshot = log.update(snapshot)
+                pending = self.relocate(snapshot, pending)
+                continue
+            return CommitResult(committed.version, pending.operation, rows=rows), committed
+        raise CommitConflictError(
+            f"gave up committing to {log.uri!r}: the STREAMING segment kept rolling over under "
+            f"this writer {_MAX_RELOCATIONS} times",
+            read_version=snapshot.version,
+        )
+
+    def relocate(self, snapshot: Snapshot, pending: AppendCommit) -> AppendCommit:
+        """``pending`` with its blocklets copied into the segment that now takes appends."""
+        segment_id, created = self.target_segment(snapshot, overwrite=pending.overwrite)
+        groups: dict[str, list[BlockletsAppended]] = {}
+        schemas: dict[str, pa.Schema] = {}
+        for a in pending.appends:
+            schema = self._file_schema(a.file)
+            key = schema.to_string()
+            groups.setdefault(key, []).append(a)
+            schemas[key] = schema
+        moved = []
+        used: set[str] = set()
+        for key, sources in groups.items():
+            file, committed = self.stream_file(snapshot, segment_id, schemas[key])
+            if file in used:  # a second schema in the same commit gets a file of its own
+                file, committed = (
+                    f"segments/{segment_id}/{self.writer_id}-{uuid.uuid4().hex[:12]}.cblt",
+                    0,
+                )
+            used.add(file)
+            moved.append(
+                copy_blocklets(
+                    self.storage,
+                    self.root,
+                    sources,
+                    segment_id=segment_id,
+                    file=file,
+                    committed_length=committed,
+                    schema=schemas[key],
+                    storage_options=self.storage_options,
+                )
+            )
+            self._file_schemas[file] = schemas[key]
+        return replace(
+            pending,
+            appends=tuple(moved),
+            new_segments=frozenset({segment_id}) if created else frozenset(),
+        )

@@ -1,0 +1,124 @@
+"""Writing blocklets into one stream file of a segment, ready to commit.
+
+A stream file has one owner at a time. Before appending, the owner cuts the file back to its
+committed length, so the bytes of an earlier failed attempt vanish; then it appends, makes
+the bytes durable, and describes them as a :class:`BlockletsAppended` action. Nothing is
+visible until that action is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite.format import BlockletFileWriter, BlockletMeta
+from carbonlite.metadata.actions import BlockletEntry, BlockletsAppended
+from carbonlite.storage import Storage
+
+__all__ = ["copy_blocklets", "to_entry", "write_blocklets"]
+
+
+def to_entry(meta: BlockletMeta) -> BlockletEntry:
+    return BlockletEntry(
+        offset=meta.offset, length=meta.length, num_rows=meta.num_rows, stats=meta.stats
+    )
+
+
+def _prepare(storage: Storage, path: str, committed_length: int) -> None:
+    """Remove a file that holds nothing committed (a failed first attempt left it)."""
+    if committed_length == 0 and storage.exists(path):
+        storage.delete(path)
+
+
+def write_blocklets(
+    storage: Storage,
+    root: str,
+    *,
+    segment_id: str,
+    file: str,
+    committed_length: int,
+    schema: pa.Schema,
+    batches: Iterable[pa.RecordBatch],
+    storage_options: Mapping[str, Any] | None,
+    compression_level: int,
+    max_rows: int,
+    max_bytes: int,
+) -> BlockletsAppended | None:
+    """Append ``batches`` as blocklets to ``file`` (relative to ``root``) after its committed
+    length; None when there were no rows (nothing written, file untouched)."""
+    batches = iter(batches)
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:
+        return None
+    path = storage.join(root, file)
+    uri = storage.uri(path)
+    _prepare(storage, path, committed_length)
+    writer = BlockletFileWriter(
+        uri,
+        schema,
+        compression_level=compression_level,
+        truncate_to=committed_length or None,
+        storage_options=storage_options,
+    )
+    try:
+
+        def all_batches() -> Iterable[pa.RecordBatch]:
+            yield first
+            yield from batches
+
+        metas = writer.write(all_batches(), max_rows=max_rows, max_bytes=max_bytes)
+    finally:
+        writer.close()
+    return BlockletsAppended(
+        segment_id=segment_id,
+        file=file,
+        start=committed_length,
+        end=writer.length,
+        blocklets=tuple(to_entry(m) for m in metas),
+    )
+
+
+def copy_blocklets(
+    storage: Storage,
+    root: str,
+    sources: Sequence[BlockletsAppended],
+    *,
+    segment_id: str,
+    file: str,
+    committed_length: int,
+    schema: pa.Schema,
+    storage_options: Mapping[str, Any] | None,
+) -> BlockletsAppended:
+    """Move uncommitted blocklets into another file: used when their segment stopped taking
+    appends before they could be committed. Bytes are copied as they are (blocklets carry no
+    absolute offsets); every source file must have ``schema``, which the destination gets."""
+    dst_path = storage.join(root, file)
+    _prepare(storage, dst_path, committed_length)
+    writer = BlockletFileWriter(
+        storage.uri(dst_path),
+        schema,
+        truncate_to=committed_length or None,
+        storage_options=storage_options,
+    )
+    entries: list[BlockletEntry] = []
+    try:
+        for source in sources:
+            first, last = source.blocklets[0].offset, source.blocklets[-1].end
+            body = storage.read(storage.join(root, source.file), first, last)
+            start, _ = writer.append_blocklet_bytes(body)
+            shift = start - first
+            entries.extend(
+                BlockletEntry(b.offset + shift, b.length, b.num_rows, b.stats)
+                for b in source.blocklets
+            )
+    finally:
+        writer.close()
+    return BlockletsAppended(
+        segment_id=segment_id,
+        file=file,
+        start=committed_length,
+        end=writer.length,
+        blocklets=tuple(entries),
+    )
