@@ -1,0 +1,3 @@
+from carbonlite.cli import main
+
+main()

@@ -1,0 +1,138 @@
+"""Plain, JSON-ready descriptions of a table, shared by the human and ``--json`` outputs."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite.format.types import stat_kind
+from carbonlite.metadata import Snapshot
+from carbonlite.table import CommitRecord, SegmentInfo, Table
+
+__all__ = [
+    "describe_blocklets",
+    "describe_history",
+    "describe_segments",
+    "describe_table",
+    "jsonable",
+]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with datetimes, decimals and bytes made JSON-safe."""
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _bound(value: Any, t: pa.DataType) -> Any:
+    """A bound shown in the column's own terms (dates and timestamps as text)."""
+    if value is not None and (pa.types.is_timestamp(t) or pa.types.is_date(t)):
+        physical = pa.int32() if t.bit_width == 32 else pa.int64()
+        return str(pa.scalar(value, physical).cast(t))
+    return value
+
+
+def describe_segments(segments: list[SegmentInfo]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": s.id,
+            "status": s.status,
+            "format": s.format,
+            "level": s.level,
+            "rows": s.rows,
+            "bytes": s.bytes,
+            "files": s.files,
+            "blocklets": s.blocklets,
+            "created_version": s.created_version,
+            "start_time": s.created_time.isoformat(),
+            "end_time": s.status_time.isoformat() if s.status not in ("STREAMING",) else None,
+            "merged_into": s.merged_into,
+        }
+        for s in segments
+    ]
+
+
+def describe_history(records: list[CommitRecord]) -> list[dict[str, Any]]:
+    return [
+        {
+            "version": r.version,
+            "timestamp": r.timestamp.isoformat(),
+            "operation": r.operation,
+            "data_change": r.data_change,
+            "rows_added": r.rows,
+            "bytes_added": r.bytes,
+            "rows_removed": r.rows_removed,
+            "bytes_removed": r.bytes_removed,
+            "read_version": r.read_version,
+            "parameters": dict(r.parameters),
+        }
+        for r in records
+    ]
+
+
+def describe_table(table: Table, snapshot: Snapshot, segments: list[SegmentInfo]) -> dict[str, Any]:
+    live = [s for s in snapshot.segments.values() if s.is_live]
+    return {
+        "path": table.path,
+        "table_id": snapshot.metadata.table_id,
+        "version": snapshot.version,
+        "format_version": snapshot.metadata.format_version,
+        "created": datetime.datetime.fromtimestamp(
+            snapshot.metadata.created_time / 1000, tz=datetime.timezone.utc
+        ).isoformat(),
+        "schema": [
+            {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in snapshot.schema
+        ],
+        "sort_columns": list(snapshot.metadata.sort_columns),
+        "properties": dict(snapshot.properties),
+        "summary": {
+            "segments": len(snapshot.segments),
+            "live_segments": len(live),
+            "files": sum(len(s.files) for s in live),
+            "blocklets": sum(s.num_blocklets for s in live),
+            "rows": sum(s.num_rows for s in live),
+            "bytes": sum(s.num_bytes for s in live),
+        },
+        "segments": describe_segments(segments),
+    }
+
+
+def describe_blocklets(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Every live blocklet with its rows and per-column bounds (CarbonCli's summary)."""
+    types = {f.name: f.type for f in snapshot.schema}
+    out = []
+    for seg, f in snapshot.iter_files():
+        for i, b in enumerate(f.blocklets):
+            out.append(
+                {
+                    "segment": seg.segment_id,
+                    "file": f.path,
+                    "blocklet": i,
+                    "offset": b.offset,
+                    "length": b.length,
+                    "rows": b.num_rows,
+                    "columns": {
+                        name: {
+                            "nulls": s.null_count,
+                            "min": jsonable(_bound(s.min, types[name])),
+                            "max": jsonable(_bound(s.max, types[name])),
+                        }
+                        for name, s in b.stats.items()
+                        if name in types and stat_kind(types[name]) is not None
+                    },
+                }
+            )
+    return out

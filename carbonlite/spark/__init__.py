@@ -1,0 +1,27 @@
+"""Spark integration: the ``carbonlite`` data source (``pip install 'carbonlite[spark]'``).
+
+    import carbonlite.spark
+    carbonlite.spark.register(spark)
+    df.writeStream.format("carbonlite").option("checkpointLocation", ck).start(path)
+
+Importing ``carbonlite`` never imports pyspark; this package does, when used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``carbonlite`` data source with ``spark`` and turn on Python filter
+    pushdown for the session. Also lets ``df.write.format("carbonlite")`` honour the save modes
+    ``error``/``errorifexists`` (the default) and ``ignore``, which Spark refuses for Python
+    data sources on its own, and makes ``outputMode("update")`` fail with a clear message."""
+    from carbonlite.spark.datasource import CarbonLiteDataSource
+    from carbonlite.spark.patches import install_writer_patches
+
+    spark.dataSource.register(CarbonLiteDataSource)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    install_writer_patches()

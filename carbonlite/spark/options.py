@@ -1,0 +1,95 @@
+"""Reading the options users give ``spark.read/readStream/write/writeStream``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from carbonlite.errors import InvalidOptionError
+from carbonlite.properties import parse_size
+
+__all__ = ["SparkOptions"]
+
+_STORAGE_PREFIX = "storage."
+_PROPERTY_PREFIX = "property."
+
+
+class SparkOptions:
+    """Case-insensitive options with typed getters and clear errors."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._raw = {str(k).lower(): str(v) for k, v in dict(options).items()}
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self._raw.get(name.lower(), default)
+
+    @property
+    def path(self) -> str:
+        path = self.get("path")
+        if not path:
+            raise InvalidOptionError(
+                "no table path: use .load(path) / .save(path) / .start(path) or .option('path', ...)"
+            )
+        return path
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        text = self.get("storageOptions")
+        if text:
+            try:
+                out.update(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise InvalidOptionError(f"storageOptions is not JSON: {exc}") from None
+        for key, value in self._raw.items():
+            if key.startswith(_STORAGE_PREFIX):
+                out[key[len(_STORAGE_PREFIX) :]] = value
+        return out
+
+    @property
+    def table_properties(self) -> dict[str, str]:
+        return {
+            k[len(_PROPERTY_PREFIX) :]: v
+            for k, v in self._raw.items()
+            if k.startswith(_PROPERTY_PREFIX)
+        }
+
+    def get_int(self, name: str, *, minimum: int = 0) -> int | None:
+        value = self.get(name)
+        if value is None:
+            return None
+        try:
+            number = int(value)
+        except ValueError:
+            raise InvalidOptionError(f"option {name}={value!r} must be an integer") from None
+        if number < minimum:
+            raise InvalidOptionError(f"option {name}={value!r} must be at least {minimum}")
+        return number
+
+    def get_size(self, name: str) -> int | None:
+        value = self.get(name)
+        if value is None:
+            return None
+        try:
+            size = parse_size(value)
+        except ValueError as exc:
+            raise InvalidOptionError(f"option {name}: {exc}") from None
+        if size < 1:
+            raise InvalidOptionError(f"option {name}={value!r} must be more than 0 bytes")
+        return size
+
+    def get_bool(self, name: str, default: bool = False) -> bool:
+        value = self.get(name)
+        if value is None:
+            return default
+        lowered = value.strip().lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise InvalidOptionError(f"option {name}={value!r} must be true or false")
+
+    def get_list(self, name: str) -> list[str]:
+        value = self.get(name)
+        return [p.strip() for p in value.split(",") if p.strip()] if value else []

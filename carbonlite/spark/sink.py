@@ -1,0 +1,305 @@
+"""The Spark sinks: exactly-once streaming writes and atomic batch writes.
+
+Each micro-batch (or batch job) is planned on the driver against the latest snapshot: which
+segment takes the data and the committed length of every stream file in it. Each task
+appends blocklets to its own file, named after the writing application, the partition and the
+task attempt (so retries and speculative attempts never share a file), truncating it to its
+committed length first; it returns the appended range as its commit message. The driver
+commits every task's range and the ``(query id, batch id)`` marker in ONE log version; a batch
+the table already holds is skipped, so a replay after a crash cannot duplicate rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from carbonlite.errors import (
+    CarbonLiteError,
+    SchemaMismatchError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from carbonlite.format.conform import schema_differences
+from carbonlite.metadata import BlockletsAppended, TxnMarker
+from carbonlite.properties import TableProperties
+from carbonlite.spark.options import SparkOptions
+from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
+from carbonlite.storage import open_storage
+from carbonlite.table import Table, create_table, open_table
+from carbonlite.writer.append import AppendCommit, TableWriter
+from carbonlite.writer.batches import conformed_batches, rebatch
+from carbonlite.writer.stream_file import write_blocklets
+
+__all__ = ["CarbonLiteBatchWriter", "CarbonLiteCommitMessage", "CarbonLiteStreamWriter", "SinkPlan"]
+
+
+@dataclass
+class CarbonLiteCommitMessage(WriterCommitMessage):
+    """What one task wrote (None when it wrote nothing)."""
+
+    appended: BlockletsAppended | None
+    app_id: str | None = None
+    batch_id: int | None = None
+    partition: int = 0
+    attempt: int = 0
+
+
+@dataclass
+class SinkPlan:
+    """Everything a task needs, decided on the driver for one micro-batch or job."""
+
+    uri: str
+    storage_options: dict[str, Any]
+    schema: pa.Schema
+    segment_id: str
+    new_segment: bool
+    committed: dict[str, int] = field(default_factory=dict)
+    txns: dict[str, int] = field(default_factory=dict)
+    overwrite: bool = False
+    skip: bool = False
+    blocklet_max_rows: int = 65_536
+    blocklet_max_bytes: int = 64 * 1024 * 1024
+    compression_level: int = 1
+    read_version: int = 0
+
+
+def _tag(app_id: str) -> str:
+    return hashlib.sha1(app_id.encode()).hexdigest()[:12]
+
+
+def open_or_create(options: SparkOptions, spark_schema: Any) -> Table:
+    """The sink's table, created from the incoming schema if missing; a schema that does not
+    fit an existing table fails here, before anything is written."""
+    uri, storage_options = options.path, options.storage_options
+    incoming = arrow_schema_from_spark(spark_schema)
+    try:
+        table = open_table(uri, storage_options=storage_options or None)
+    except TableNotFoundError:
+        try:
+            return create_table(
+                uri,
+                incoming,
+                sort_columns=options.get_list("sortColumns"),
+                properties=options.table_properties or None,
+                storage_options=storage_options or None,
+            )
+        except TableExistsError:  # another writer created it a moment ago
+            table = open_table(uri, storage_options=storage_options or None)
+    problems = schema_differences(table.schema, incoming, allow_missing_nullable=True)
+    if problems:
+        raise SchemaMismatchError(
+            f"the data written by Spark does not match the schema of table {table.path!r}", problems
+        )
+    return table
+
+
+def plan_sink(table: Table, *, overwrite: bool, skip: bool = False) -> SinkPlan:
+    snap = table.refresh().snapshot()
+    writer = TableWriter(
+        table.storage, table.root, writer_id="plan", storage_options=table.storage_options
+    )
+    segment_id, created = writer.target_segment(snap, overwrite=overwrite)
+    seg = snap.segments.get(segment_id)
+    props = TableProperties(snap.properties)
+    return SinkPlan(
+        uri=table.path,
+        storage_options=table.storage_options,
+        schema=snap.schema,
+        segment_id=segment_id,
+        new_segment=created,
+        committed={p: f.committed_length for p, f in seg.files.items()} if seg is not None else {},
+        txns=dict(snap.txns),
+        overwrite=overwrite,
+        skip=skip,
+        blocklet_max_rows=props.blocklet_max_rows,
+        blocklet_max_bytes=props.blocklet_max_bytes,
+        compression_level=props.compression_level,
+        read_version=snap.version,
+    )
+
+
+def write_task(
+    plan: SinkPlan,
+    iterator: Iterator[pa.RecordBatch],
+    *,
+    tag: str,
+    app_id: str | None,
+    batch_id: int | None,
+) -> CarbonLiteCommitMessage:
+    """Append this task's rows to its own stream file; runs on an executor."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    partition = ctx.partitionId() if ctx is not None else 0
+    attempt = ctx.attemptNumber() if ctx is not None else 0
+    done = plan.txns.get(app_id) if app_id is not None else None
+    if plan.skip or (done is not None and batch_id is not None and done >= batch_id):
+        for _ in iterator:  # already committed (a replay) or ignored: write nothing
+            pass
+        return CarbonLiteCommitMessage(None, app_id, batch_id, partition, attempt)
+    storage, root = open_storage(plan.uri, plan.storage_options or None)
+    file = f"segments/{plan.segment_id}/{tag}-p{partition:05d}-a{attempt}.cblt"
+    batches = (relabel_from_spark(b, plan.schema) for b in iterator)
+    appended = write_blocklets(
+        storage,
+        root,
+        segment_id=plan.segment_id,
+        file=file,
+        committed_length=plan.committed.get(file, 0),
+        schema=plan.schema,
+        batches=rebatch(
+            conformed_batches(batches, plan.schema, where=plan.uri),
+            max_rows=plan.blocklet_max_rows,
+            max_bytes=plan.blocklet_max_bytes,
+        ),
+        storage_options=plan.storage_options,
+        compression_level=plan.compression_level,
+        max_rows=plan.blocklet_max_rows,
+        max_bytes=plan.blocklet_max_bytes,
+    )
+    return CarbonLiteCommitMessage(appended, app_id, batch_id, partition, attempt)
+
+
+def commit_messages(
+    plan: SinkPlan,
+    messages: list[Any],
+    *,
+    txn: TxnMarker | None,
+    operation: str,
+    parameters: dict[str, str],
+) -> None:
+    """Commit every task's appends (and ``txn``) as one version; runs on the driver."""
+    appends = tuple(m.appended for m in messages if m is not None and m.appended is not None)
+    if plan.skip or (not appends and not plan.overwrite):
+        return
+    table = open_table(plan.uri, storage_options=plan.storage_options or None)
+    writer = TableWriter(
+        table.storage,
+        table.root,
+        writer_id=f"{_tag(txn.app_id) if txn else 'batch'}-driver",
+        storage_options=table.storage_options,
+    )
+    pending = AppendCommit(
+        appends=appends,
+        new_segments=frozenset({plan.segment_id}) if plan.new_segment and appends else frozenset(),
+        txn=txn,
+        overwrite=plan.overwrite,
+        operation=operation,
+        parameters=parameters,
+    )
+    writer.commit(table.log, table.refresh().snapshot(), pending)
+
+
+def abort_messages(plan: SinkPlan, messages: list[Any]) -> None:
+    """Cut the files of an aborted batch back to their committed lengths (best effort: the
+    next writer of each file does it anyway)."""
+    storage, root = open_storage(plan.uri, plan.storage_options or None)
+    try:
+        table = open_table(plan.uri, storage_options=plan.storage_options or None)
+        snap = table.snapshot()
+    except CarbonLiteError:
+        return
+    for m in messages:
+        if m is None or m.appended is None:
+            continue
+        a = m.appended
+        seg = snap.segments.get(a.segment_id)
+        f = seg.files.get(a.file) if seg is not None else None
+        committed = f.committed_length if f is not None else 0
+        path = storage.join(root, a.file)
+        try:
+            if committed == 0:
+                storage.delete(path)
+            elif committed == a.start and storage.supports_append:
+                storage.truncate(path, committed)
+        except OSError:
+            pass
+
+
+class CarbonLiteStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("carbonlite")``: one log version per micro-batch."""
+
+    def __init__(self, options: SparkOptions, spark_schema: Any, overwrite: bool) -> None:
+        table = open_or_create(options, spark_schema)
+        self.plan = plan_sink(table, overwrite=overwrite)
+        self.app_id = options.get("txnAppId")
+        self.output_mode = "complete" if overwrite else "append"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonLiteCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+        batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+        app_id = self.app_id or query_id or "unknown-query"
+        batch_id = int(batch) if batch is not None else None
+        return write_task(self.plan, iterator, tag=_tag(app_id), app_id=app_id, batch_id=batch_id)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        app_id = self.app_id or next(
+            (m.app_id for m in messages if m is not None and m.app_id), None
+        )
+        txn = TxnMarker(app_id, batchId) if app_id else None
+        commit_messages(
+            self.plan,
+            messages,
+            txn=txn,
+            operation="STREAMING UPDATE",
+            parameters={
+                "outputMode": self.output_mode,
+                "queryId": app_id or "",
+                "epochId": str(batchId),
+            },
+        )
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        abort_messages(self.plan, messages)
+
+
+class CarbonLiteBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("carbonlite")``: one atomic commit per write."""
+
+    def __init__(self, options: SparkOptions, spark_schema: Any, overwrite: bool) -> None:
+        mode = (
+            options.get("carbonlite.saveMode") or ("overwrite" if overwrite else "append")
+        ).lower()
+        skip = False
+        if mode in ("error", "errorifexists", "default", "ignore"):
+            uri = options.path
+            try:
+                open_table(uri, storage_options=options.storage_options or None)
+                exists = True
+            except TableNotFoundError:
+                exists = False
+            if exists and mode != "ignore":
+                raise TableExistsError(
+                    f"table {uri!r} already exists (save mode {mode!r}); use mode('append') or "
+                    "mode('overwrite') to write into it, or mode('ignore') to leave it"
+                )
+            skip = exists
+        table = open_or_create(options, spark_schema)
+        self.plan = plan_sink(table, overwrite=overwrite, skip=skip)
+        self.tag = uuid.uuid4().hex[:12]
+        self.mode = mode
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonLiteCommitMessage:
+        return write_task(self.plan, iterator, tag=self.tag, app_id=None, batch_id=None)
+
+    def commit(self, messages: list[Any]) -> None:
+        commit_messages(
+            self.plan, messages, txn=None, operation="WRITE", parameters={"mode": self.mode}
+        )
+
+    def abort(self, messages: list[Any]) -> None:
+        abort_messages(self.plan, messages)

@@ -1,0 +1,372 @@
+"""The Spark sources: batch reads with pushdown and pruning, and streaming reads.
+
+Batch: partitions are runs of blocklets (splits) from the snapshot, pruned by min/max with the
+filters Spark pushes; a user schema naming a subset of the columns reads only those.
+
+Streaming: an offset is a position in the log, ``{"version": v, "index": i, "initial": b}``:
+the first ``i`` units of version ``v`` have been delivered. A unit is one file's appended range
+in one commit (or, for the initial snapshot, one whole file). Offsets never name physical file
+offsets, which compaction could move; commits with ``data_change = false`` (handoff,
+compaction) hold no units, so no row is delivered twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from carbonlite.errors import (
+    CarbonLiteError,
+    DataUnavailableError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    VersionNotFoundError,
+)
+from carbonlite.metadata import BlockletsAppended, CommitInfo, SegmentStatusChanged, Snapshot
+from carbonlite.reader.expression import parse_filter
+from carbonlite.reader.planner import Split
+from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.spark.filters import to_expression
+from carbonlite.spark.options import SparkOptions
+from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
+from carbonlite.storage import open_storage
+from carbonlite.table import Table, open_table
+
+__all__ = ["CarbonLiteBatchReader", "CarbonLiteStreamReader", "SplitsPartition"]
+
+PARTITION_BYTES = 128 * 1024 * 1024
+
+
+@dataclass
+class SplitsPartition(InputPartition):
+    """One Spark task's share: splits to read, plus what is needed to read them anywhere."""
+
+    uri: str
+    storage_options: dict[str, Any]
+    table_schema: pa.Schema
+    columns: list[str]
+    splits: list[Split] = field(default_factory=list)
+    filter: pc.Expression | None = None
+    version: int | None = None
+
+
+def group_splits(splits: Sequence[Split], target: int = PARTITION_BYTES) -> list[list[Split]]:
+    """Pack splits in order into groups of about ``target`` bytes."""
+    groups: list[list[Split]] = []
+    size = 0
+    for s in splits:
+        if not groups or size + s.num_bytes > target:
+            groups.append([])
+            size = 0
+        groups[-1].append(s)
+        size += s.num_bytes
+    return groups
+
+
+def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
+    """Rows of a partition as Spark-typed Arrow batches (runs on an executor)."""
+    storage, root = open_storage(p.uri, p.storage_options or None)
+    output = pa.schema([p.table_schema.field(c) for c in p.columns])
+    target = spark_arrow_schema(output)
+    parsed = (
+        parse_filter(p.filter, p.table_schema, where=repr(p.uri)) if p.filter is not None else None
+    )
+    reader = SplitReader(
+        storage, root, p.table_schema, storage_options=p.storage_options, version=p.version
+    )
+    try:
+        for batch in read_splits(reader, p.splits, output, parsed):
+            yield cast_for_spark(batch, target)
+    finally:
+        reader.close()
+
+
+def _requested_columns(table_schema: pa.Schema, spark_schema: Any, where: str) -> list[str]:
+    names = (
+        [f.name for f in spark_schema.fields] if spark_schema is not None else table_schema.names
+    )
+    missing = [n for n in names if n not in table_schema.names]
+    if missing:
+        raise SchemaMismatchError(
+            f"the schema given to read {where} names columns the table does not have: {missing}",
+            [f"the table's columns are {table_schema.names}"],
+        )
+    return names
+
+
+def _open(options: SparkOptions) -> Table:
+    return open_table(options.path, storage_options=options.storage_options or None)
+
+
+class CarbonLiteBatchReader(DataSourceReader):
+    """``spark.read.format("carbonlite").load(path)``."""
+
+    def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
+        table = _open(options)
+        version = options.get_int("versionAsOf")
+        self.snapshot_version = (
+            table.version if version is None else table.snapshot(version).version
+        )
+        self.uri = table.path
+        self.storage_options = table.storage_options
+        self.table_schema = table.snapshot(self.snapshot_version).schema
+        self.columns = _requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.pushed: list[pc.Expression] = []
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        types = {f.name: f.type for f in self.table_schema}
+        for f in filters:
+            expression = to_expression(f, types)
+            if expression is None:
+                yield f
+            else:
+                self.pushed.append(expression)
+
+    def _filter(self) -> pc.Expression | None:
+        if not self.pushed:
+            return None
+        expression = self.pushed[0]
+        for e in self.pushed[1:]:
+            expression = expression & e
+        return expression
+
+    def partitions(self) -> list[InputPartition]:
+        table = open_table(self.uri, storage_options=self.storage_options or None)
+        plan = table.plan_splits(
+            columns=self.columns, filter=self._filter(), version=self.snapshot_version
+        )
+        groups = group_splits(plan.splits) or [[]]
+        return [
+            SplitsPartition(
+                uri=self.uri,
+                storage_options=self.storage_options,
+                table_schema=self.table_schema,
+                columns=self.columns,
+                splits=group,
+                filter=self._filter(),
+                version=self.snapshot_version,
+            )
+            for group in groups
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SplitsPartition)
+        yield from read_partition(partition)
+
+
+# --- streaming -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Unit:
+    split: Split
+    rows: int
+    nbytes: int
+
+
+def _position(offset: dict[str, Any]) -> tuple[int, int, bool]:
+    try:
+        return int(offset["version"]), int(offset["index"]), bool(offset.get("initial", False))
+    except (KeyError, TypeError, ValueError):
+        raise InvalidOptionError(f"not a CarbonLite stream offset: {offset!r}") from None
+
+
+def _offset(version: int, index: int, initial: bool) -> dict[str, Any]:
+    return {"version": version, "index": index, "initial": initial}
+
+
+class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("carbonlite").load(path)``."""
+
+    def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
+        self.options = options
+        table = _open(options)
+        self.uri = table.path
+        self.storage_options = table.storage_options
+        self.table_schema = table.schema
+        self.columns = _requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.max_files = options.get_int("maxFilesPerTrigger", minimum=1)
+        self.max_bytes = options.get_size("maxBytesPerTrigger")
+        self.max_rows = options.get_int("maxRowsPerTrigger", minimum=1)
+        self.skip_change_commits = options.get_bool("skipChangeCommits")
+        self.starting_version = options.get("startingVersion")
+        self._table: Table | None = None
+        self._units: dict[tuple[int, bool], list[_Unit]] = {}
+        self._available_now: int | None = None
+
+    # --- log access (driver side) -------------------------------------------------------------
+
+    @property
+    def table(self) -> Table:
+        if self._table is None:
+            self._table = open_table(self.uri, storage_options=self.storage_options or None)
+        return self._table
+
+    def _latest(self) -> int:
+        latest = self.table.refresh().version
+        return latest if self._available_now is None else min(latest, self._available_now)
+
+    def _initial_units(self, version: int) -> list[_Unit]:
+        snap = self.table.snapshot(version)
+        return [
+            _Unit(
+                Split(seg.segment_id, f.path, f.committed_length, f.blocklets),
+                f.num_rows,
+                sum(b.length for b in f.blocklets),
+            )
+            for seg, f in snap.iter_files()
+            if f.blocklets
+        ]
+
+    def _version_units(self, version: int) -> list[_Unit]:
+        try:
+            before: Snapshot = self.table.snapshot()
+            actions = self.table.log.read_actions(version, before)
+        except FileNotFoundError:
+            raise DataUnavailableError(
+                f"version {version} of {self.uri!r} is no longer in the log (clean removed it); "
+                "the stream fell behind the table's log retention: restart it with a new checkpoint"
+            ) from None
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        if info is None or not info.data_change:
+            return []
+        if any(
+            isinstance(a, SegmentStatusChanged) and a.status == "MARKED_FOR_DELETE" for a in actions
+        ):
+            if self.skip_change_commits:
+                return []
+            raise CarbonLiteError(
+                f"version {version} of {self.uri!r} ({info.operation}) removed rows, which a stream "
+                "cannot deliver as appends; set option skipChangeCommits=true to skip such commits "
+                "(their new rows are skipped too), or restart the stream from a later version"
+            )
+        return [
+            _Unit(
+                Split(a.segment_id, a.file, a.end, a.blocklets),
+                a.num_rows,
+                sum(b.length for b in a.blocklets),
+            )
+            for a in actions
+            if isinstance(a, BlockletsAppended) and a.blocklets
+        ]
+
+    def _units_of(self, version: int, initial: bool) -> list[_Unit]:
+        key = (version, initial)
+        units = self._units.get(key)
+        if units is None:
+            units = self._units[key] = (
+                self._initial_units(version) if initial else self._version_units(version)
+            )
+        return units
+
+    # --- Spark's streaming protocol -----------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        latest = self.table.refresh().version
+        start = self.starting_version
+        if start is None:
+            return _offset(latest, 0, True)
+        if start.strip().lower() == "latest":
+            return _offset(latest + 1, 0, False)
+        try:
+            version = int(start)
+        except ValueError:
+            raise InvalidOptionError(
+                f"startingVersion={start!r} must be a version number or 'latest'"
+            ) from None
+        if not 0 <= version <= latest:
+            raise VersionNotFoundError(
+                f"startingVersion={version} is not a version of {self.uri!r}: versions are 0 to {latest}"
+            )
+        return _offset(version, 0, False)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.max_files is not None:
+            return ReadMaxFiles(self.max_files)
+        if self.max_bytes is not None:
+            return ReadMaxBytes(self.max_bytes)
+        if self.max_rows is not None:
+            return ReadMaxRows(self.max_rows)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = self.table.refresh().version
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        version, index, initial = _position(start)
+        latest = self._latest()
+        limited = not isinstance(limit, ReadAllAvailable)
+        max_files = self.max_files if limited else None
+        max_bytes = self.max_bytes if limited else None
+        max_rows = self.max_rows if limited else None
+        if isinstance(limit, ReadMaxFiles):
+            max_files = limit.max_files
+        elif isinstance(limit, ReadMaxBytes):
+            max_bytes = limit.max_bytes
+        elif isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        files = nbytes = rows = 0
+        while version <= latest:
+            units = self._units_of(version, initial)
+            while index < len(units):
+                u = units[index]
+                full = files > 0 and (
+                    (max_files is not None and files >= max_files)
+                    or (max_bytes is not None and nbytes + u.nbytes > max_bytes)
+                    or (max_rows is not None and rows + u.rows > max_rows)
+                )
+                if full:
+                    return _offset(version, index, initial)
+                files, nbytes, rows = files + 1, nbytes + u.nbytes, rows + u.rows
+                index += 1
+            version, index, initial = version + 1, 0, False
+        return _offset(version, index, initial)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return _offset(self.table.refresh().version + 1, 0, False)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        version, index, initial = _position(start)
+        end_version, end_index, end_initial = _position(end)
+        splits: list[Split] = []
+        while (version, not initial, index) < (end_version, not end_initial, end_index):
+            units = self._units_of(version, initial)
+            stop = end_index if (version, initial) == (end_version, end_initial) else len(units)
+            splits.extend(u.split for u in units[index:stop])
+            version, index, initial = version + 1, 0, False
+        return [
+            SplitsPartition(
+                uri=self.uri,
+                storage_options=self.storage_options,
+                table_schema=self.table_schema,
+                columns=self.columns,
+                splits=group,
+            )
+            for group in group_splits(splits)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SplitsPartition)
+        yield from read_partition(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        version, _, _ = _position(end)
+        for key in [k for k in self._units if k[0] < version]:
+            del self._units[key]
+
+    def stop(self) -> None:
+        self._units.clear()
+        self._table = None
