@@ -12,6 +12,16 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite._version import ENGINE
+from carbonlite.compaction.clean import CleanResult, clean, retention_seconds_of
+from carbonlite.compaction.plan import CompactionKind
+from carbonlite.compaction.recover import DEFAULT_MIN_AGE_SECONDS, RecoverResult, recover
+from carbonlite.compaction.run import (
+    CompactionResult,
+    TaskExecutor,
+    finish_streaming,
+    run_compaction,
+)
+from carbonlite.compaction.verify import VerifyResult, verify
 from carbonlite.errors import (
     CommitConflictError,
     InvalidOptionError,
@@ -29,7 +39,7 @@ from carbonlite.metadata import (
     TxnMarker,
     commit,
 )
-from carbonlite.properties import validate_properties
+from carbonlite.properties import TableProperties, validate_properties
 from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan
@@ -239,10 +249,28 @@ class Table:
     ) -> CommitResult:
         with self._writer.lock:
             self.refresh()
+            before = self._snapshot
             result, self._snapshot = self._writer.write(
                 self.log, self._snapshot, data, txn=txn, overwrite=overwrite, operation=operation
             )
-            return result
+        if result.version is not None:
+            self._after_data_commit(before)
+        return result
+
+    def _after_data_commit(self, before: Snapshot) -> None:
+        """Table properties auto_handoff and auto_compaction act after data commits."""
+        props = TableProperties(self._snapshot.properties)
+        if props.auto_handoff:
+            rolled = any(
+                s.status == "STREAMING_FINISH"
+                and before.segments.get(s.segment_id) is not None
+                and before.segments[s.segment_id].status == "STREAMING"
+                for s in self._snapshot.segments.values()
+            )
+            if rolled:
+                self.handoff()
+        if props.auto_compaction:
+            self.compact("minor")
 
     def add_columns(self, fields: pa.Field | Sequence[pa.Field] | pa.Schema) -> CommitResult:
         """Add nullable columns at the end of the schema. Older files read them as nulls."""
@@ -280,6 +308,93 @@ class Table:
             )
             self._snapshot = commit(self.log, snap, pending)
             return CommitResult(self._snapshot.version, "ADD COLUMNS")
+
+    # --- segment lifecycle --------------------------------------------------------------------
+
+    def finish_streaming(self) -> str | None:
+        """Close the current STREAMING segment (it becomes STREAMING_FINISH, ready for
+        handoff; the next append starts a new one). Returns its id, or None if there was none."""
+        with self._writer.lock:
+            segment_id, self._snapshot = finish_streaming(self.log, self._snapshot)
+            return segment_id
+
+    def handoff(self, *, executor: TaskExecutor | None = None) -> CompactionResult:
+        """Turn every STREAMING_FINISH segment into a sorted COLUMNAR segment (CarbonData's
+        handoff). Ingestion into the current STREAMING segment goes on meanwhile."""
+        return self._compact("handoff", None, executor)
+
+    def compact(
+        self,
+        kind: CompactionKind = "minor",
+        *,
+        segments: Sequence[str] | None = None,
+        executor: TaskExecutor | None = None,
+    ) -> CompactionResult:
+        """Merge SUCCESS segments: ``"minor"`` by level thresholds
+        (``compaction_level_threshold``), ``"major"`` up to ``major_compaction_size``,
+        ``"custom"`` the given ``segments``. One version, ``data_change = false``."""
+        if kind == "handoff":
+            return self.handoff(executor=executor)
+        return self._compact(kind, segments, executor)
+
+    def _compact(
+        self, kind: CompactionKind, segments: Sequence[str] | None, executor: TaskExecutor | None
+    ) -> CompactionResult:
+        result, snapshot = run_compaction(
+            self.log,
+            self._snapshot,
+            kind,
+            storage_options=self.storage_options,
+            segments=segments,
+            executor=executor,
+        )
+        self._advance(snapshot)
+        return result
+
+    def _advance(self, snapshot: Snapshot) -> None:
+        with self._writer.lock:
+            if snapshot.version > self._snapshot.version:
+                self._snapshot = snapshot
+
+    def clean(
+        self,
+        retention: str | float | datetime.timedelta | None = None,
+        *,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> CleanResult:
+        """Delete data of COMPACTED and MARKED_FOR_DELETE segments older than ``retention``
+        (default: property ``deleted_data_retention``, 7 days) and log files older than
+        ``log_retention``. Less than 1 hour is refused unless ``force``."""
+        result, snapshot = clean(
+            self.log,
+            self._snapshot,
+            retention_seconds=retention_seconds_of(retention),
+            dry_run=dry_run,
+            force=force,
+        )
+        self._advance(snapshot)
+        return result
+
+    def recover(
+        self, *, dry_run: bool = False, min_age: str | float | datetime.timedelta | None = None
+    ) -> RecoverResult:
+        """Cut stream files back to their committed lengths and delete files no version
+        references, leaving alone anything changed within ``min_age`` (default 1 hour) that a
+        live writer may still commit."""
+        age = retention_seconds_of(min_age)
+        return recover(
+            self.log,
+            self.refresh()._snapshot,
+            dry_run=dry_run,
+            min_age_seconds=DEFAULT_MIN_AGE_SECONDS if age is None else age,
+        )
+
+    def verify(self, *, version: int | None = None) -> VerifyResult:
+        """Read every committed blocklet; check checksums, layout and statistics against the
+        log. Problems are reported (file, offset, what), not raised."""
+        snapshot = self.refresh()._snapshot if version is None else self.snapshot(version)
+        return verify(self.log, snapshot, storage_options=self.storage_options)
 
     # --- reading ------------------------------------------------------------------------------
 

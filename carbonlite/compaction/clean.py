@@ -1,0 +1,151 @@
+"""``clean``: physically delete what no version within the retention period needs.
+
+Data files of COMPACTED and MARKED_FOR_DELETE segments go once their status changed longer
+ago than the retention (default: table property ``deleted_data_retention``, 7 days); less than
+one hour is refused unless forced, as Delta's VACUUM does, because a reader or a lagging stream
+may still be reading an older version. The deletion is recorded (``removeFiles``, one version,
+``data_change = false``) so time travel to a version whose files are gone says so clearly.
+
+Log versions older than ``log_retention`` (30 days) go too, up to the newest checkpoint that is
+itself older than that, so every remaining version can still be opened.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from carbonlite._version import ENGINE
+from carbonlite.errors import InvalidOptionError
+from carbonlite.metadata import Action, CommitInfo, FilesRemoved, Log, Snapshot, commit
+from carbonlite.properties import TableProperties, parse_duration
+from carbonlite.writer.append import now_ms
+
+__all__ = ["MIN_RETENTION_SECONDS", "CleanResult", "clean", "retention_seconds_of"]
+
+MIN_RETENTION_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    dry_run: bool
+    version: int | None
+    """The version recording the deletion (None for a dry run or when nothing went)."""
+    files: tuple[str, ...]
+    """Data files deleted (or, in a dry run, that would be)."""
+    bytes: int
+    log_files: tuple[str, ...]
+    """Log and checkpoint files deleted (or that would be)."""
+    retention_seconds: float
+
+
+@dataclass(frozen=True)
+class _CleanCommit:
+    removed: dict[str, tuple[str, ...]]
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        """Removing files of dead segments commutes with any other commit."""
+
+    def actions(self, snapshot: Snapshot) -> list[Action]:
+        actions: list[Action] = [FilesRemoved(sid, files) for sid, files in self.removed.items()]
+        actions.append(
+            CommitInfo(
+                operation="CLEAN",
+                timestamp=now_ms(),
+                data_change=False,
+                read_version=snapshot.version,
+                parameters={
+                    "segments": ",".join(self.removed),
+                    "files": str(sum(map(len, self.removed.values()))),
+                },
+                engine=ENGINE,
+            )
+        )
+        return actions
+
+
+def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> list[str]:
+    listing = log.listing()
+    keep_from = None
+    for c in reversed(listing.checkpoints):
+        if c > latest.version:
+            continue
+        try:
+            stamp = log.read_checkpoint(c).timestamp
+        except FileNotFoundError:
+            continue
+        if stamp < cutoff_ms:
+            keep_from = c
+            break
+    if keep_from is None:
+        return []
+    paths = [log.version_path(v) for v in listing.versions if v < keep_from]
+    paths += [log.checkpoint_path(c) for c in listing.checkpoints if c < keep_from]
+    return paths
+
+
+def clean(
+    log: Log,
+    snapshot: Snapshot,
+    *,
+    retention_seconds: float | None,
+    dry_run: bool,
+    force: bool,
+) -> tuple[CleanResult, Snapshot]:
+    snapshot = log.update(snapshot)
+    props = TableProperties(snapshot.properties)
+    retention = props.deleted_data_retention if retention_seconds is None else retention_seconds
+    if retention < 0:
+        raise InvalidOptionError(f"retention must not be negative, got {retention} s")
+    if retention < MIN_RETENTION_SECONDS and not force:
+        raise InvalidOptionError(
+            f"retention of {retention:g} s is below the 1 hour safety minimum: readers, lagging "
+            "streams and writers of older versions may still need those files. Use force=True "
+            "(CLI: --force) if you are sure nothing reads versions that old"
+        )
+    now = now_ms()
+    cutoff = now - int(retention * 1000)
+    removed: dict[str, tuple[str, ...]] = {}
+    nbytes = 0
+    for seg in snapshot.segments.values():
+        if (
+            seg.status in ("COMPACTED", "MARKED_FOR_DELETE")
+            and seg.files
+            and seg.status_time < cutoff
+        ):
+            removed[seg.segment_id] = tuple(seg.files)
+            nbytes += seg.num_bytes
+    files = tuple(p for paths in removed.values() for p in paths)
+    log_files = _stale_log_files(log, now - int(props.log_retention * 1000), snapshot)
+    if dry_run:
+        return CleanResult(True, None, files, nbytes, tuple(log_files), retention), snapshot
+    storage, root = log.storage, log.root
+    for rel in files:
+        storage.delete(storage.join(root, rel))
+    version = None
+    if removed:
+        snapshot = commit(log, snapshot, _CleanCommit(removed))
+        version = snapshot.version
+        for sid in removed:
+            storage.delete_empty_dirs(storage.join(root, "segments", sid))
+    for path in log_files:
+        storage.delete(path)
+    return CleanResult(False, version, files, nbytes, tuple(log_files), retention), snapshot
+
+
+def retention_seconds_of(value: object) -> float | None:
+    """``"7d"``, ``3600``, a ``timedelta`` or None (the table's default) as seconds."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise InvalidOptionError(f"retention: {exc}") from None
+    raise InvalidOptionError(
+        f"retention must be a duration like '7d', seconds, or a timedelta, not {value!r}"
+    )

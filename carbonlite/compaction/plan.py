@@ -1,0 +1,223 @@
+"""Planning handoff and compaction from a snapshot: which segments merge into which.
+
+A plan is plain data (picklable, JSON-able in spirit): each :class:`CompactionTask` names its
+input segments with the exact files and committed lengths it will read, and the id, level
+and sort order of the one segment it will write. Executing a task needs nothing else, so
+Spark executors can run it; committing the plan later re-checks that the inputs are still
+exactly as planned.
+
+Segment ids of outputs are derived from their inputs, CarbonData style: handing off
+streaming segment ``3`` writes ``3.0``; merging ``3.0, 4.0, 5.0, 6.0`` at level 1 writes
+``3.1``. An input is consumed once, so an id is never made twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from carbonlite.errors import InvalidOptionError
+from carbonlite.metadata import SegmentState, Snapshot
+from carbonlite.properties import TableProperties
+from carbonlite.reader.planner import Split
+
+__all__ = [
+    "CompactionKind",
+    "CompactionPlan",
+    "CompactionTask",
+    "plan_compaction",
+    "plan_handoff",
+    "segment_order",
+]
+
+CompactionKind = Literal["handoff", "minor", "major", "custom"]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInput:
+    """One input segment as the plan saw it."""
+
+    segment_id: str
+    status: str
+    splits: tuple[Split, ...]
+    """Every file of the segment with its committed length and blocklets."""
+
+    @property
+    def num_rows(self) -> int:
+        return sum(s.num_rows for s in self.splits)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(s.committed_length for s in self.splits)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionTask:
+    """Merge ``inputs`` into one new COLUMNAR segment ``output_id``."""
+
+    task_id: str
+    output_id: str
+    level: int
+    inputs: tuple[SegmentInput, ...]
+    sort_columns: tuple[str, ...]
+    blocklet_rows: int
+    compression_level: int
+
+    @property
+    def num_rows(self) -> int:
+        return sum(i.num_rows for i in self.inputs)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(i.num_bytes for i in self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    kind: CompactionKind
+    read_version: int
+    tasks: tuple[CompactionTask, ...] = field(default_factory=tuple)
+
+    @property
+    def input_segments(self) -> list[str]:
+        return [i.segment_id for t in self.tasks for i in t.inputs]
+
+
+def segment_order(segment_id: str) -> tuple[int, int]:
+    """Arrival order of a segment: its root number, then its level."""
+    root, _, level = segment_id.partition(".")
+    return int(root), int(level or -1)
+
+
+def _input(seg: SegmentState) -> SegmentInput:
+    return SegmentInput(
+        segment_id=seg.segment_id,
+        status=seg.status,
+        splits=tuple(
+            Split(seg.segment_id, f.path, f.committed_length, f.blocklets)
+            for f in seg.files.values()
+        ),
+    )
+
+
+def _output_id(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> str:
+    root = min(segment_order(s.segment_id)[0] for s in inputs)
+    candidate = f"{root}.{level}"
+    while candidate in snapshot.segments:  # never reuse an id, even of a failed-and-forgotten merge
+        level += 1
+        candidate = f"{root}.{level}"
+    return candidate
+
+
+def _task(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> CompactionTask:
+    props = TableProperties(snapshot.properties)
+    return CompactionTask(
+        task_id=uuid.uuid4().hex[:12],
+        output_id=_output_id(snapshot, inputs, level),
+        level=level,
+        inputs=tuple(_input(s) for s in sorted(inputs, key=lambda s: segment_order(s.segment_id))),
+        sort_columns=tuple(snapshot.metadata.sort_columns),
+        blocklet_rows=props.handoff_blocklet_rows,
+        compression_level=props.compression_level,
+    )
+
+
+def plan_handoff(snapshot: Snapshot) -> CompactionPlan:
+    """Every STREAMING_FINISH segment becomes its own sorted COLUMNAR segment."""
+    finished = [s for s in snapshot.segments.values() if s.status == "STREAMING_FINISH"]
+    tasks = []
+    for seg in sorted(finished, key=lambda s: segment_order(s.segment_id)):
+        if seg.num_rows:
+            tasks.append(_task(snapshot, [seg], 0))
+    return CompactionPlan("handoff", snapshot.version, tuple(tasks))
+
+
+def _candidates(snapshot: Snapshot) -> list[SegmentState]:
+    """SUCCESS segments in arrival order, minus the newest ``compaction_preserve_segments``."""
+    done = sorted(
+        (s for s in snapshot.segments.values() if s.status == "SUCCESS"),
+        key=lambda s: segment_order(s.segment_id),
+    )
+    keep = TableProperties(snapshot.properties).compaction_preserve_segments
+    return done[: len(done) - keep] if keep else done
+
+
+def _plan_minor(snapshot: Snapshot) -> list[CompactionTask]:
+    thresholds = TableProperties(snapshot.properties).compaction_level_threshold
+    candidates = _candidates(snapshot)
+    tasks = []
+    for level, threshold in enumerate(thresholds):
+        at_level = [s for s in candidates if s.level == level]
+        for start in range(0, len(at_level) - threshold + 1, threshold):
+            tasks.append(_task(snapshot, at_level[start : start + threshold], level + 1))
+    return tasks
+
+
+def _plan_major(snapshot: Snapshot) -> list[CompactionTask]:
+    limit = TableProperties(snapshot.properties).major_compaction_size
+    tasks: list[CompactionTask] = []
+    group: list[SegmentState] = []
+    size = 0
+
+    def flush() -> None:
+        if len(group) >= 2:
+            tasks.append(_task(snapshot, group, max(s.level for s in group) + 1))
+
+    for seg in _candidates(snapshot):
+        if seg.num_bytes >= limit:  # already large: it ends the run of consecutive segments
+            flush()
+            group, size = [], 0
+            continue
+        if group and size + seg.num_bytes > limit:
+            flush()
+            group, size = [], 0
+        group.append(seg)
+        size += seg.num_bytes
+    flush()
+    return tasks
+
+
+def _plan_custom(snapshot: Snapshot, segments: Sequence[str]) -> list[CompactionTask]:
+    if not segments:
+        raise InvalidOptionError("custom compaction needs the ids of the segments to merge")
+    chosen = []
+    problems = []
+    for sid in dict.fromkeys(segments):
+        seg = snapshot.segments.get(sid)
+        if seg is None:
+            problems.append(f"segment {sid!r} does not exist")
+        elif seg.status not in ("SUCCESS", "STREAMING_FINISH"):
+            problems.append(
+                f"segment {sid!r} is {seg.status}; only SUCCESS and STREAMING_FINISH segments can merge"
+            )
+        else:
+            chosen.append(seg)
+    if problems:
+        raise InvalidOptionError(
+            f"cannot compact segments {list(segments)} of {snapshot.table_path!r}:\n  "
+            + "\n  ".join(problems)
+        )
+    return [_task(snapshot, chosen, max(s.level for s in chosen) + 1)]
+
+
+def plan_compaction(
+    snapshot: Snapshot, kind: CompactionKind, segments: Sequence[str] | None = None
+) -> CompactionPlan:
+    """The plan for ``kind`` on ``snapshot`` (possibly with no tasks: nothing to do)."""
+    if kind == "handoff":
+        return plan_handoff(snapshot)
+    if kind == "minor":
+        tasks = _plan_minor(snapshot)
+    elif kind == "major":
+        tasks = _plan_major(snapshot)
+    elif kind == "custom":
+        tasks = _plan_custom(snapshot, segments or [])
+    else:
+        raise InvalidOptionError(
+            f"unknown compaction type {kind!r}; use 'minor', 'major', 'custom' or 'handoff'"
+        )
+    if segments and kind != "custom":
+        raise InvalidOptionError("segments=... is only for compact('custom', segments=[...])")
+    return CompactionPlan(kind, snapshot.version, tuple(tasks))

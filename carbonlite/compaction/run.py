@@ -1,0 +1,143 @@
+"""Plan -> execute -> commit, for handoff and compaction.
+
+Execution is pluggable: :func:`run_tasks_locally` runs tasks in a thread pool; the Spark
+integration passes an executor that runs them on Spark executors. The commit is always one
+log version on the caller's side.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite.compaction.commit import CompactionCommit, FinishStreamingCommit
+from carbonlite.compaction.execute import TaskResult, execute_task
+from carbonlite.compaction.plan import CompactionKind, CompactionTask, plan_compaction
+from carbonlite.errors import CommitConflictError
+from carbonlite.metadata import Log, Snapshot, commit
+from carbonlite.storage import Storage
+
+__all__ = [
+    "CompactionResult",
+    "TaskExecutor",
+    "finish_streaming",
+    "run_compaction",
+    "run_tasks_locally",
+]
+
+_logger = logging.getLogger(__name__)
+
+TaskExecutor = Callable[
+    [Sequence[CompactionTask], str, pa.Schema, Mapping[str, Any]], list[TaskResult]
+]
+"""Runs tasks somewhere and returns their results: (tasks, table uri, schema, storage options)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a handoff or compaction did (all rounds of it)."""
+
+    kind: str
+    versions: tuple[int, ...]
+    """The versions committed (one per round; empty when there was nothing to do)."""
+    segments_compacted: tuple[str, ...]
+    segments_created: tuple[str, ...]
+    rows: int
+    bytes_read: int
+    bytes_written: int
+    seconds: float
+
+    @property
+    def version(self) -> int | None:
+        """The last committed version, or None when nothing was done."""
+        return self.versions[-1] if self.versions else None
+
+
+def run_tasks_locally(
+    tasks: Sequence[CompactionTask], uri: str, schema: pa.Schema, storage_options: Mapping[str, Any]
+) -> list[TaskResult]:
+    """Run tasks here, two at a time (each task also decodes and encodes in parallel)."""
+    if len(tasks) == 1:
+        return [execute_task(tasks[0], uri, schema, storage_options)]
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="carbonlite-compact") as pool:
+        return list(pool.map(lambda t: execute_task(t, uri, schema, storage_options), tasks))
+
+
+def _discard_outputs(storage: Storage, root: str, results: Sequence[TaskResult]) -> None:
+    for result in results:
+        for f in result.files:
+            try:
+                storage.delete(storage.join(root, f.file))
+            except OSError as exc:  # recover removes what is left
+                _logger.warning("could not remove uncommitted output %s: %s", f.file, exc)
+
+
+def run_compaction(
+    log: Log,
+    snapshot: Snapshot,
+    kind: CompactionKind,
+    *,
+    storage_options: Mapping[str, Any],
+    segments: Sequence[str] | None = None,
+    executor: TaskExecutor | None = None,
+) -> tuple[CompactionResult, Snapshot]:
+    """Run ``kind`` to completion: minor compaction repeats while a level fills up (4 level-0
+    segments make a level-1 one, which may complete a group of level-1 segments, ...)."""
+    started = time.perf_counter()
+    run = executor or run_tasks_locally
+    versions: list[int] = []
+    compacted: list[str] = []
+    created: list[str] = []
+    rows = read = written = 0
+    rounds = 0
+    while True:
+        snapshot = log.update(snapshot)
+        plan = plan_compaction(snapshot, kind, segments)
+        if not plan.tasks:
+            break
+        results = run(plan.tasks, log.uri, snapshot.schema, storage_options)
+        pending = CompactionCommit(plan, tuple(results), log.storage, log.root)
+        try:
+            snapshot = commit(log, snapshot, pending)
+        except CommitConflictError:
+            _discard_outputs(log.storage, log.root, results)
+            raise
+        versions.append(snapshot.version)
+        compacted.extend(plan.input_segments)
+        created.extend(t.output_id for t in plan.tasks)
+        rows += sum(r.rows for r in results)
+        read += sum(r.bytes_read for r in results)
+        written += sum(r.bytes_written for r in results)
+        rounds += 1
+        if kind != "minor":
+            break
+    result = CompactionResult(
+        kind=kind,
+        versions=tuple(versions),
+        segments_compacted=tuple(compacted),
+        segments_created=tuple(created),
+        rows=rows,
+        bytes_read=read,
+        bytes_written=written,
+        seconds=time.perf_counter() - started,
+    )
+    return result, snapshot
+
+
+def finish_streaming(log: Log, snapshot: Snapshot) -> tuple[str | None, Snapshot]:
+    """Close the current STREAMING segment; (its id, new snapshot), or (None, same) if none."""
+    snapshot = log.update(snapshot)
+    seg = snapshot.streaming_segment()
+    if seg is None:
+        return None, snapshot
+    try:
+        return seg.segment_id, commit(log, snapshot, FinishStreamingCommit(seg.segment_id))
+    except CommitConflictError:
+        # Someone else closed it first (a roll-over): the segment is closed either way.
+        return seg.segment_id, log.update(snapshot)
