@@ -21,6 +21,7 @@ __all__ = [
     "UnsupportedStorageError",
     "UnsupportedTypeError",
     "VersionNotFoundError",
+    "WriterConflictError",
 ]
 
 
@@ -70,6 +71,10 @@ class CommitConflictError(CarbonLiteError):
         self.read_version = read_version
         self.conflicting_version = conflicting_version
         super().__init__(message)
+
+
+class WriterConflictError(CommitConflictError):
+    """Another live writer holds the same writer identity (its stream files) right now."""
 
 
 class CorruptDataError(CarbonLiteError):

@@ -132,7 +132,9 @@ PROPERTIES: dict[str, PropertySpec] = {
     "streaming_segment_max_bytes": PropertySpec(
         "1GB", _positive_size, "a STREAMING segment rolls over to STREAMING_FINISH past this size"
     ),
-    "checkpoint_interval": PropertySpec("50", _positive_int, "write a checkpoint every N versions"),
+    "checkpoint_interval": PropertySpec(
+        "100", _positive_int, "write a checkpoint every N versions"
+    ),
     "compaction_level_threshold": PropertySpec(
         "4,3", _levels, "minor compaction: merge every N segments of a level into the next level"
     ),

@@ -500,14 +500,14 @@ class _MetadataCommit:
                 conflicting_version=snapshot.version,
             )
 
-    def actions(self, snapshot: Snapshot) -> list[Action]:
+    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         return [
             self.metadata,
             CommitInfo(
                 operation=self.operation,
                 timestamp=now_ms(),
                 data_change=False,
-                read_version=snapshot.version,
+                read_version=read_version,
                 parameters=dict(self.parameters),
                 engine=ENGINE,
             ),

@@ -46,14 +46,14 @@ class _CleanCommit:
     def check(self, snapshot: Snapshot, read_version: int) -> None:
         """Removing files of dead segments commutes with any other commit."""
 
-    def actions(self, snapshot: Snapshot) -> list[Action]:
+    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         actions: list[Action] = [FilesRemoved(sid, files) for sid, files in self.removed.items()]
         actions.append(
             CommitInfo(
                 operation="CLEAN",
                 timestamp=now_ms(),
                 data_change=False,
-                read_version=snapshot.version,
+                read_version=read_version,
                 parameters={
                     "segments": ",".join(self.removed),
                     "files": str(sum(map(len, self.removed.values()))),
@@ -80,7 +80,7 @@ def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> list[str]:
     if keep_from is None:
         return []
     paths = [log.version_path(v) for v in listing.versions if v < keep_from]
-    paths += [log.checkpoint_path(c) for c in listing.checkpoints if c < keep_from]
+    paths += [p for c in listing.checkpoints if c < keep_from for p in log.checkpoint_files(c)]
     return paths
 
 

@@ -76,7 +76,7 @@ class CompactionCommit:
                         "recover while compaction ran?); nothing was committed, run it again"
                     )
 
-    def actions(self, snapshot: Snapshot) -> list[Action]:
+    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         self._check_outputs_exist()
         by_task = {r.task_id: r for r in self.results}
         actions: list[Action] = []
@@ -104,7 +104,7 @@ class CompactionCommit:
                 operation=_OPERATIONS[self.plan.kind],
                 timestamp=now_ms(),
                 data_change=False,
-                read_version=snapshot.version,
+                read_version=read_version,
                 rows_added=rows,
                 rows_removed=rows,
                 bytes_added=written,
@@ -137,14 +137,14 @@ class FinishStreamingCommit:
                 conflicting_version=snapshot.version,
             )
 
-    def actions(self, snapshot: Snapshot) -> list[Action]:
+    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         return [
             SegmentStatusChanged(self.segment_id, "STREAMING_FINISH"),
             CommitInfo(
                 operation="FINISH STREAMING",
                 timestamp=now_ms(),
                 data_change=False,
-                read_version=snapshot.version,
+                read_version=read_version,
                 parameters={"segment": self.segment_id},
                 engine=ENGINE,
             ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ def _is_temporal(t: pa.DataType) -> bool:
     return bool(pat.is_date(t) or pat.is_timestamp(t) or pat.is_time(t) or pat.is_duration(t))
 
 
+@functools.lru_cache(maxsize=1024)
 def stat_kind(t: pa.DataType) -> StatKind | None:
     """The statistics kind of a column type, or None when only null counts are kept."""
     if pat.is_signed_integer(t) or _is_temporal(t):

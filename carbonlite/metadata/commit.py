@@ -63,8 +63,9 @@ class PendingCommit(Protocol):
     def check(self, snapshot: Snapshot, read_version: int) -> None:
         """Raise if the winning commit that produced ``snapshot`` conflicts with this one."""
 
-    def actions(self, snapshot: Snapshot) -> list[Action]:
-        """The actions to commit on top of ``snapshot`` (rebased if needed)."""
+    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
+        """The actions to commit on top of ``snapshot`` (rebased if needed); ``read_version``
+        is the version the commit was planned against (recorded in its commit info)."""
 
 
 def _maybe_checkpoint(log: Log, snapshot: Snapshot) -> None:
@@ -86,13 +87,16 @@ def commit(log: Log, snapshot: Snapshot, pending: PendingCommit) -> Snapshot:
     """Commit ``pending`` on top of ``snapshot``; return the snapshot of the committed version."""
     read_version = snapshot.version
     for attempt in range(MAX_COMMIT_ATTEMPTS):
-        actions = pending.actions(snapshot)
+        actions = pending.actions(snapshot, read_version)
         version = snapshot.version + 1
         # Applying first validates the actions against the state they claim to change.
         committed = snapshot.apply(version, actions)
         if log.try_write(version, actions, snapshot):
             _maybe_checkpoint(log, committed)
             return committed
+        # Back off first, then catch up: a snapshot that went stale during the sleep would lose
+        # to any writer committing more often than the backoff, every time.
+        time.sleep(_backoff(attempt))
         while True:
             try:
                 winner = log.read_actions(snapshot.version + 1, snapshot)
@@ -100,7 +104,6 @@ def commit(log: Log, snapshot: Snapshot, pending: PendingCommit) -> Snapshot:
                 break
             snapshot = snapshot.apply(snapshot.version + 1, winner)
             pending.check(snapshot, read_version)
-        time.sleep(_backoff(attempt))
     raise CommitConflictError(
         f"could not commit to {log.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: other writers "
         f"committed every version from {read_version + 1} to {snapshot.version} first; "

@@ -13,6 +13,7 @@ until one is missing: no listing, so the cost does not grow with the number of c
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 
@@ -33,6 +34,8 @@ from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.storage import Storage
 
 __all__ = ["LOG_DIR", "Log", "LogListing"]
+
+_logger = logging.getLogger(__name__)
 
 META_DIR = "_carbonlite"
 LOG_DIR = f"{META_DIR}/log"
@@ -63,6 +66,13 @@ class Log:
 
     def checkpoint_path(self, version: int) -> str:
         return self.storage.join(self.log_dir, f"{version:020d}.checkpoint.json")
+
+    def checkpoint_files(self, version: int) -> list[str]:
+        """Every file making up the checkpoint of ``version``: document, then blocklet index."""
+        return [
+            self.checkpoint_path(version),
+            self.storage.join(self.log_dir, f"{version:020d}.checkpoint.blocklets.arrow"),
+        ]
 
     def read_actions(self, version: int, snapshot: Snapshot | None) -> list[Action]:
         """Actions of ``version``; ``FileNotFoundError`` when it does not exist (yet)."""
@@ -100,7 +110,10 @@ class Log:
     def read_checkpoint(self, version: int) -> Snapshot:
         path = self.checkpoint_path(version)
         snapshot = decode_checkpoint(
-            self.storage.read(path), self.uri, where=self.storage.uri(path)
+            self.storage.read(path),
+            self.uri,
+            where=self.storage.uri(path),
+            read_index=lambda name: self.storage.read(self.storage.join(self.log_dir, name)),
         )
         if snapshot.metadata.format_version > LOG_FORMAT_VERSION:
             raise UnsupportedFormatError(
@@ -111,9 +124,10 @@ class Log:
 
     def write_checkpoint(self, snapshot: Snapshot) -> None:
         """Write the checkpoint of ``snapshot`` and move the pointer forward to it."""
-        self.storage.put_if_absent(
-            self.checkpoint_path(snapshot.version), encode_checkpoint(snapshot)
-        )
+        document_path, index_path = self.checkpoint_files(snapshot.version)
+        document, index = encode_checkpoint(snapshot, index_path.rsplit("/", 1)[-1])
+        self.storage.put_if_absent(index_path, index)  # first: the document refers to it
+        self.storage.put_if_absent(document_path, document)
         current = self.last_checkpoint()
         if current is None or current < snapshot.version:
             self.storage.put(self._pointer, json.dumps({"version": snapshot.version}).encode())
@@ -123,7 +137,7 @@ class Log:
             return int(json.loads(self.storage.read(self._pointer))["version"])
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):
             return None  # a damaged pointer is only a hint; listing finds the checkpoints
 
     # --- snapshots ----------------------------------------------------------------------------
@@ -134,26 +148,41 @@ class Log:
         return self.update(start)
 
     def _starting_snapshot(self) -> Snapshot:
+        """The newest readable checkpoint (the pointer is only a hint), else version 0."""
         pointer = self.last_checkpoint()
         if pointer is not None:
-            try:
-                return self.read_checkpoint(pointer)
-            except FileNotFoundError:
-                pass
-        try:
-            return Snapshot.from_actions(self.uri, 0, self.read_actions(0, None))
-        except FileNotFoundError:
-            pass
+            snapshot = self._try_checkpoint(pointer)
+            if snapshot is not None:
+                return snapshot
         listing = self.listing()
-        if listing.checkpoints:
-            return self.read_checkpoint(listing.checkpoints[-1])
-        if listing.versions:
+        for c in reversed(listing.checkpoints):
+            if c != pointer:
+                snapshot = self._try_checkpoint(c)
+                if snapshot is not None:
+                    return snapshot
+        try:
+            zero = self.read_actions(0, None)
+        except FileNotFoundError:
+            zero = None
+        if zero is not None:
+            return Snapshot.from_actions(self.uri, 0, zero)
+        if listing.versions or listing.checkpoints:
             raise CorruptDataError(
-                f"the log of {self.uri!r} starts at version {listing.versions[0]} and holds no "
-                "checkpoint to start from",
+                f"the log of {self.uri!r} starts at version "
+                f"{min(listing.versions + listing.checkpoints)} and holds no readable checkpoint "
+                "to start from",
                 path=self.storage.uri(self.log_dir),
             )
         raise TableNotFoundError(f"no CarbonLite table at {self.uri!r} (no {LOG_DIR}/ found)")
+
+    def _try_checkpoint(self, version: int) -> Snapshot | None:
+        try:
+            return self.read_checkpoint(version)
+        except FileNotFoundError:
+            return None
+        except CorruptDataError as exc:
+            _logger.warning("skipping damaged checkpoint %d of %s: %s", version, self.uri, exc)
+            return None
 
     def update(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` advanced through every version committed after it."""
@@ -175,17 +204,20 @@ class Log:
                 f"table {self.uri!r} has no version {version}; the latest is {latest.version}"
             )
         listing = self.listing()
-        candidates = [c for c in listing.checkpoints if c <= version]
-        if candidates:
-            snapshot = self.read_checkpoint(candidates[-1])
-        elif listing.versions and listing.versions[0] == 0:
-            snapshot = Snapshot.from_actions(self.uri, 0, self.read_actions(0, None))
-        else:
+        start: Snapshot | None = None
+        for c in reversed([c for c in listing.checkpoints if c <= version]):
+            start = self._try_checkpoint(c)
+            if start is not None:
+                break
+        if start is None and listing.versions and listing.versions[0] == 0:
+            start = Snapshot.from_actions(self.uri, 0, self.read_actions(0, None))
+        if start is None:
             earliest = min(listing.checkpoints + listing.versions, default=None)
             raise VersionNotFoundError(
                 f"version {version} of {self.uri!r} is no longer in the log (clean removed it); "
                 f"the earliest version still there is {earliest}"
             )
+        snapshot = start
         while snapshot.version < version:
             try:
                 actions = self.read_actions(snapshot.version + 1, snapshot)

@@ -8,7 +8,7 @@ Decoding blocklet statistics needs the column types, so decoding takes the schem
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -26,8 +26,9 @@ from carbonlite.metadata.actions import (
     TableMetadata,
     TxnMarker,
 )
+from carbonlite.metadata.blocklet_index import BlockletIndex, encode_blocklet_index
 from carbonlite.metadata.schema_json import schema_from_json, schema_to_json
-from carbonlite.metadata.snapshot import FileState, SegmentState, Snapshot
+from carbonlite.metadata.snapshot import BlockletSeq, FileState, SegmentState, Snapshot
 
 __all__ = [
     "decode_actions",
@@ -243,24 +244,25 @@ def decode_actions(data: bytes, schema: pa.Schema | None, *, where: str) -> list
 
     Raises :class:`CorruptDataError` naming ``where`` for anything that does not parse.
     """
-    types = _types(schema) if schema is not None else {}
     actions: list[Action] = []
     try:
-        text = data.decode("utf-8")
-        for n, line in enumerate(text.splitlines(), start=1):
+        entries = []
+        for n, line in enumerate(data.decode("utf-8").split("\n"), start=1):
             if not line.strip():
                 continue
             obj = json.loads(line)
             if not isinstance(obj, dict) or len(obj) != 1:
                 raise ValueError(f"line {n} is not an object with one action key")
-            ((key, body),) = obj.items()
-            action = _action_from_json(key, body, types)
-            if isinstance(action, TableMetadata):
-                types = _types(action.schema)
-            actions.append(action)
+            entries.append(next(iter(obj.items())))
+        # A version is encoded with the schema it ends with (see encode_actions).
+        for key, body in entries:
+            if key == "metaData":
+                schema = schema_from_json(body["schema"])
+        types = _types(schema) if schema is not None else {}
+        actions = [_action_from_json(key, body, types) for key, body in entries]
     except UnsupportedFormatError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise CorruptDataError(f"log entry does not parse: {exc!r}", path=where) from None
     return actions
 
@@ -268,11 +270,25 @@ def decode_actions(data: bytes, schema: pa.Schema | None, *, where: str) -> list
 # --- checkpoints -----------------------------------------------------------------------------
 
 
-def encode_checkpoint(snapshot: Snapshot) -> bytes:
-    """A whole snapshot as one JSON document."""
-    types = _types(snapshot.schema)
+def encode_checkpoint(snapshot: Snapshot, index_name: str) -> tuple[bytes, bytes]:
+    """A whole snapshot: (JSON document, columnar blocklet index named ``index_name``)."""
     segments = []
+    files: list[tuple[BlockletEntry, ...]] = []
     for seg in snapshot.segments.values():
+        entries = []
+        for f in seg.files.values():
+            entries.append(
+                {
+                    "path": f.path,
+                    "committed_length": f.committed_length,
+                    "created_version": f.created_version,
+                    "modified_version": f.modified_version,
+                    "rows": f.num_rows,
+                    "blocklets": f.num_blocklets,
+                    "index": len(files),
+                }
+            )
+            files.append(f.blocklets)
         segments.append(
             {
                 "segment_id": seg.segment_id,
@@ -286,39 +302,40 @@ def encode_checkpoint(snapshot: Snapshot) -> bytes:
                 "status_time": seg.status_time,
                 "merged_into": seg.merged_into,
                 "files_removed": seg.files_removed,
-                "files": [
-                    {
-                        "path": f.path,
-                        "committed_length": f.committed_length,
-                        "created_version": f.created_version,
-                        "modified_version": f.modified_version,
-                        "blocklets": [_blocklet_to_json(b, types) for b in f.blocklets],
-                    }
-                    for f in seg.files.values()
-                ],
+                "files": entries,
             }
         )
     doc = {
-        "checkpoint": {"version": snapshot.version, "timestamp": snapshot.timestamp},
+        "checkpoint": {
+            "version": snapshot.version,
+            "timestamp": snapshot.timestamp,
+            "blocklet_index": index_name,
+        },
         "metadata": _metadata_to_json(snapshot.metadata),
         "txns": dict(snapshot.txns),
         "segments": segments,
     }
-    return _dumps(doc).encode("utf-8")
+    return _dumps(doc).encode("utf-8"), encode_blocklet_index(files, snapshot.schema)
 
 
-def decode_checkpoint(data: bytes, table_path: str, *, where: str) -> Snapshot:
+def decode_checkpoint(
+    data: bytes, table_path: str, *, where: str, read_index: Callable[[str], bytes]
+) -> Snapshot:
+    """The snapshot of a checkpoint document; its blocklet index (read with ``read_index``
+    given the index's name) is only read when some blocklet entries are needed."""
     try:
         doc = json.loads(data.decode("utf-8"))
         metadata = _metadata_from_json(doc["metadata"])
-        types = _types(metadata.schema)
+        header = doc["checkpoint"]
+        index_name = header["blocklet_index"]
+        index = BlockletIndex(lambda: read_index(index_name), metadata.schema, where=index_name)
         segments: dict[str, SegmentState] = {}
         for s in doc["segments"]:
             files = {
                 f["path"]: FileState(
                     path=f["path"],
                     committed_length=f["committed_length"],
-                    blocklets=tuple(_blocklet_from_json(b, types) for b in f["blocklets"]),
+                    blocklets=BlockletSeq(index.loader(f["index"]), f["blocklets"], f["rows"]),
                     created_version=f["created_version"],
                     modified_version=f["modified_version"],
                 )
@@ -338,7 +355,6 @@ def decode_checkpoint(data: bytes, table_path: str, *, where: str) -> Snapshot:
                 files=files,
                 files_removed=s.get("files_removed", False),
             )
-        header = doc["checkpoint"]
         return Snapshot(
             table_path=table_path,
             version=header["version"],
@@ -347,5 +363,5 @@ def decode_checkpoint(data: bytes, table_path: str, *, where: str) -> Snapshot:
             segments=segments,
             txns=doc.get("txns", {}),
         )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise CorruptDataError(f"checkpoint does not parse: {exc!r}", path=where) from None

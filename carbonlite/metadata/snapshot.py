@@ -7,7 +7,7 @@ proportion to what the commit changed, not to the size of the table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -29,23 +29,125 @@ from carbonlite.metadata.actions import (
     TxnMarker,
 )
 
-__all__ = ["FileState", "SegmentState", "Snapshot"]
+__all__ = ["BlockletSeq", "FileState", "SegmentState", "Snapshot"]
+
+_STATUSES = ("STREAMING", "STREAMING_FINISH", "SUCCESS", "COMPACTED", "MARKED_FOR_DELETE")
+_TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "STREAMING": ("STREAMING_FINISH", "MARKED_FOR_DELETE"),
+    "STREAMING_FINISH": ("COMPACTED", "MARKED_FOR_DELETE"),
+    "SUCCESS": ("COMPACTED", "MARKED_FOR_DELETE"),
+    "COMPACTED": (),
+    "MARKED_FOR_DELETE": (),
+}
 
 
-@dataclass(frozen=True, slots=True)
-class FileState:
-    """One data file of a segment, as committed."""
+class BlockletSeq:
+    """A file's blocklet entries, possibly not decoded yet.
 
-    path: str
-    """Relative to the table root."""
-    committed_length: int
-    blocklets: tuple[BlockletEntry, ...]
-    created_version: int
-    modified_version: int
+    A checkpoint stores blocklet entries in a columnar index that is read only when some
+    entries are needed (planning a scan), so opening a table costs the same however many
+    blocklets it has. Appends after the checkpoint extend the sequence without loading it.
+    """
+
+    __slots__ = ("_count", "_items", "_load", "_rows", "_tail")
+
+    def __init__(
+        self,
+        load: Callable[[], tuple[BlockletEntry, ...]] | None,
+        count: int,
+        rows: int,
+        tail: tuple[BlockletEntry, ...] = (),
+    ) -> None:
+        self._load = load
+        self._count = count + len(tail)
+        self._rows = rows + sum(b.num_rows for b in tail)
+        self._tail = tail
+        self._items: tuple[BlockletEntry, ...] | None = tail if load is None else None
+
+    @classmethod
+    def of(cls, items: tuple[BlockletEntry, ...]) -> BlockletSeq:
+        return cls(None, 0, 0, items)
+
+    def __len__(self) -> int:
+        return self._count
 
     @property
     def num_rows(self) -> int:
-        return sum(b.num_rows for b in self.blocklets)
+        return self._rows
+
+    def items(self) -> tuple[BlockletEntry, ...]:
+        if self._items is None:
+            assert self._load is not None
+            self._items = self._load() + self._tail
+        return self._items
+
+    def extend(self, more: tuple[BlockletEntry, ...]) -> BlockletSeq:
+        if self._items is not None:
+            return BlockletSeq.of(self._items + more)
+        return BlockletSeq(
+            self._load,
+            self._count - len(self._tail),
+            self._rows - sum(b.num_rows for b in self._tail),
+            self._tail + more,
+        )
+
+
+class FileState:
+    """One data file of a segment, as committed. Immutable."""
+
+    __slots__ = ("committed_length", "created_version", "modified_version", "path", "seq")
+
+    def __init__(
+        self,
+        path: str,
+        committed_length: int,
+        blocklets: tuple[BlockletEntry, ...] | BlockletSeq,
+        created_version: int,
+        modified_version: int,
+    ) -> None:
+        self.path = path
+        """Relative to the table root."""
+        self.committed_length = committed_length
+        self.seq = (
+            blocklets if isinstance(blocklets, BlockletSeq) else BlockletSeq.of(tuple(blocklets))
+        )
+        self.created_version = created_version
+        self.modified_version = modified_version
+
+    @property
+    def blocklets(self) -> tuple[BlockletEntry, ...]:
+        return self.seq.items()
+
+    @property
+    def num_rows(self) -> int:
+        return self.seq.num_rows
+
+    @property
+    def num_blocklets(self) -> int:
+        return len(self.seq)
+
+    def appended(self, end: int, more: tuple[BlockletEntry, ...], version: int) -> FileState:
+        return FileState(self.path, end, self.seq.extend(more), self.created_version, version)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileState):
+            return NotImplemented
+        return (
+            self.path == other.path
+            and self.committed_length == other.committed_length
+            and self.created_version == other.created_version
+            and self.modified_version == other.modified_version
+            and self.blocklets == other.blocklets
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"FileState(path={self.path!r}, committed_length={self.committed_length}, "
+            f"blocklets={self.num_blocklets}, rows={self.num_rows}, "
+            f"created_version={self.created_version}, modified_version={self.modified_version})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +183,7 @@ class SegmentState:
 
     @property
     def num_blocklets(self) -> int:
-        return sum(len(f.blocklets) for f in self.files.values())
+        return sum(f.num_blocklets for f in self.files.values())
 
 
 class Snapshot:
@@ -184,6 +286,12 @@ class Snapshot:
             if isinstance(action, BlockletsAppended):
                 segments[action.segment_id] = _append(segments, action, version, self.table_path)
             elif isinstance(action, SegmentAdded):
+                if action.status not in _STATUSES or action.format not in ("STREAMING", "COLUMNAR"):
+                    raise CorruptDataError(
+                        f"version {version} of {self.table_path!r} adds segment "
+                        f"{action.segment_id!r} with unknown status/format "
+                        f"{action.status}/{action.format}"
+                    )
                 if action.segment_id in segments:
                     raise CorruptDataError(
                         f"version {version} of {self.table_path!r} adds segment "
@@ -202,6 +310,12 @@ class Snapshot:
                 )
             elif isinstance(action, SegmentStatusChanged):
                 seg = _segment(segments, action.segment_id, version, self.table_path)
+                if action.status not in _TRANSITIONS.get(seg.status, ()):
+                    raise CorruptDataError(
+                        f"version {version} of {self.table_path!r} moves segment "
+                        f"{seg.segment_id!r} from {seg.status} to {action.status}, which is not a "
+                        "valid transition"
+                    )
                 segments[seg.segment_id] = replace(
                     seg,
                     status=action.status,
@@ -211,9 +325,20 @@ class Snapshot:
                 )
             elif isinstance(action, FilesRemoved):
                 seg = _segment(segments, action.segment_id, version, self.table_path)
+                if seg.is_live:
+                    raise CorruptDataError(
+                        f"version {version} of {self.table_path!r} removes files of segment "
+                        f"{seg.segment_id!r}, which readers still see ({seg.status})"
+                    )
                 remaining = {p: f for p, f in seg.files.items() if p not in set(action.files)}
                 segments[seg.segment_id] = replace(seg, files=remaining, files_removed=True)
             elif isinstance(action, TxnMarker):
+                previous = txns.get(action.app_id)
+                if previous is not None and action.batch_id <= previous:
+                    raise CorruptDataError(
+                        f"version {version} of {self.table_path!r} records batch {action.batch_id} "
+                        f"of app {action.app_id!r}, which already committed batch {previous}"
+                    )
                 txns[action.app_id] = action.batch_id
             elif isinstance(action, TableMetadata):
                 if action.format_version > LOG_FORMAT_VERSION:
@@ -248,6 +373,25 @@ def _append(
     segments: dict[str, SegmentState], action: BlockletsAppended, version: int, table: str
 ) -> SegmentState:
     seg = _segment(segments, action.segment_id, version, table)
+    if seg.status != "STREAMING" and seg.created_version != version:
+        raise CorruptDataError(
+            f"version {version} of {table!r} appends to segment {seg.segment_id!r}, which is "
+            f"{seg.status} (only STREAMING segments, or segments created in the same version, "
+            "take appends)"
+        )
+    position = action.start
+    for b in action.blocklets:
+        if b.offset < position or b.length <= 0 or b.num_rows < 0:
+            raise CorruptDataError(
+                f"version {version} of {table!r} lists a blocklet of {action.file!r} at "
+                f"{b.offset} (length {b.length}) overlapping what comes before it"
+            )
+        position = b.end
+    if action.end < position:
+        raise CorruptDataError(
+            f"version {version} of {table!r} commits {action.file!r} up to {action.end}, before "
+            f"the end {position} of its last blocklet"
+        )
     old = seg.files.get(action.file)
     committed = old.committed_length if old is not None else 0
     if action.start != committed:
@@ -258,12 +402,7 @@ def _append(
     if old is None:
         new = FileState(action.file, action.end, action.blocklets, version, version)
     else:
-        new = replace(
-            old,
-            committed_length=action.end,
-            blocklets=old.blocklets + action.blocklets,
-            modified_version=version,
-        )
+        new = old.appended(action.end, action.blocklets, version)
     files = dict(seg.files)
     files[action.file] = new
     return replace(seg, files=files)

@@ -273,6 +273,34 @@ def _dnf_to_expression(filters: Sequence[Any]) -> pc.Expression:
     return conjunction(list(filters))
 
 
+def _check_applies(expression: pc.Expression, schema: pa.Schema, where: str) -> None:
+    """Refuse a filter Arrow cannot evaluate on this schema (types that do not compare, a
+    result that is not a condition), before any data is read."""
+    # One row of nulls: Arrow skips the kernels entirely on an empty table.
+    probe = pa.Table.from_arrays([pa.nulls(1, f.type) for f in schema], names=schema.names)
+    try:
+        probe.filter(expression)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        names = set(schema.names)
+        missing = [n for n in _field_names(expression) if n not in names]
+        if missing:
+            raise InvalidFilterError(
+                f"filter {expression} names columns {sorted(missing)} that {where} does not "
+                f"have; its columns are {schema.names}"
+            ) from None
+        raise InvalidFilterError(
+            f"filter {expression} does not apply to {where}: {message}"
+        ) from None
+
+
+def _field_names(expression: pc.Expression) -> set[str]:
+    try:
+        return _fields(_expression_tree(expression))
+    except Exception:
+        return set()
+
+
 def parse_filter(filter: FilterLike, schema: pa.Schema, *, where: str) -> Filter | None:
     """A :class:`Filter` for ``filter`` against ``schema``, or None for no filter.
 
@@ -292,6 +320,7 @@ def parse_filter(filter: FilterLike, schema: pa.Schema, *, where: str) -> Filter
             "filter must be a pyarrow.compute.Expression or DNF tuples such as "
             f"[('col', '>', 5)], not {type(filter).__name__}"
         )
+    _check_applies(expression, schema, where)
     types = {f.name: f.type for f in schema}
     try:
         tree = _expression_tree(expression)

@@ -140,12 +140,21 @@ def comparable_literal(column_type: pa.DataType, scalar: pa.Scalar) -> Any:
         return _temporal_value(raw, t)
     kind = stat_kind(column_type)
     value = scalar.as_py()
+    if isinstance(value, bool) or pat.is_boolean(t):
+        if kind == "bool":
+            return value
+        raise _NoLiteral
+    # Numbers compare exactly only within a family; mixed families go through float64 in
+    # Arrow (rounding), so they are left unpruned, except an integer literal against a float
+    # column, which Arrow turns into the same float64 as here.
+    if kind in ("int", "uint") and isinstance(value, int):
+        return value
+    if kind == "float" and isinstance(value, (int, float)):
+        return float(value)
+    if kind == "decimal" and isinstance(value, (int, Decimal)):
+        return Decimal(value)
     if kind in ("int", "uint", "float", "decimal"):
-        if pat.is_boolean(t) or not isinstance(value, (int, float, Decimal)):
-            raise _NoLiteral
-        return value
-    if kind == "bool" and isinstance(value, bool):
-        return value
+        raise _NoLiteral
     if kind == "string" and isinstance(value, str):
         return value
     if kind == "binary" and isinstance(value, bytes):
@@ -223,11 +232,11 @@ def _evaluate(
             or (nulls > 0 and p.nulls_may_match)
             or (nans > 0 and p.nans_may_match)
         )
-        can_false = (
-            (regular > 0 and not (lo is not None and lo == hi and lo in p.values))
-            or nulls > 0
-            or (nans > 0 and not p.nans_may_match)
+        # is_in tells -0.0 from 0.0 (it hashes bits), so for floats equal bounds prove nothing.
+        all_in = (
+            lo is not None and lo == hi and lo in p.values and stat_kind(column_type) != "float"
         )
+        can_false = (regular > 0 and not all_in) or nulls > 0 or (nans > 0 and not p.nans_may_match)
         return can_true, can_false
     return True, True  # pragma: no cover - the union is closed
 

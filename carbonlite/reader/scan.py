@@ -40,12 +40,13 @@ class SplitReader:
         self.table_schema = table_schema
         self.storage_options = dict(storage_options or {})
         self.version = version
-        self._readers: dict[str, BlockletFileReader] = {}
+        self._readers: dict[tuple[str, int], BlockletFileReader] = {}
         self._lock = threading.Lock()
 
     def _reader(self, split: Split) -> BlockletFileReader:
+        key = (split.file, split.committed_length)  # a change feed reads one file at many lengths
         with self._lock:
-            reader = self._readers.get(split.file)
+            reader = self._readers.get(key)
             if reader is None:
                 uri = self.storage.uri(self.storage.join(self.root, split.file))
                 try:
@@ -58,7 +59,7 @@ class SplitReader:
                         f"data file {split.file!r} of segment {split.segment_id!r}{at} is gone "
                         "from storage (removed by clean, or deleted by hand)"
                     ) from None
-                self._readers[split.file] = reader
+                self._readers[key] = reader
             return reader
 
     def read_blocklet(

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["compact", "register"]
+
+
+def compact(spark: Any, path: str, kind: str = "minor", **kwargs: Any) -> Any:
+    """Handoff/compaction with the tasks on Spark executors (see ``carbonlite.spark.compaction``)."""
+    from carbonlite.spark.compaction import compact as run
+
+    return run(spark, path, kind, **kwargs)  # type: ignore[arg-type]
 
 
 def register(spark: Any) -> None:

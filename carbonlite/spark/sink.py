@@ -37,7 +37,7 @@ from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
 from carbonlite.storage import open_storage
 from carbonlite.table import Table, create_table, open_table
-from carbonlite.writer.append import AppendCommit, TableWriter
+from carbonlite.writer.append import LOCK_DIR, WRITER_LOCK_TIMEOUT, AppendCommit, TableWriter
 from carbonlite.writer.batches import conformed_batches, rebatch
 from carbonlite.writer.stream_file import write_blocklets
 
@@ -149,9 +149,19 @@ def write_task(
             pass
         return CarbonLiteCommitMessage(None, app_id, batch_id, partition, attempt)
     storage, root = open_storage(plan.uri, plan.storage_options or None)
-    file = f"segments/{plan.segment_id}/{tag}-p{partition:05d}-a{attempt}.cblt"
+    name = f"{tag}-p{partition:05d}-a{attempt}"
+    file = f"segments/{plan.segment_id}/{name}.cblt"
     batches = (relabel_from_spark(b, plan.schema) for b in iterator)
-    appended = write_blocklets(
+    lock = storage.lock(storage.join(root, LOCK_DIR, f"{name}.lock"), timeout=WRITER_LOCK_TIMEOUT)
+    with lock:  # a zombie attempt of an earlier batch may still hold this file
+        appended = _write_task_file(storage, root, plan, file, batches)
+    return CarbonLiteCommitMessage(appended, app_id, batch_id, partition, attempt)
+
+
+def _write_task_file(
+    storage: Any, root: str, plan: SinkPlan, file: str, batches: Iterator[pa.RecordBatch]
+) -> BlockletsAppended | None:
+    return write_blocklets(
         storage,
         root,
         segment_id=plan.segment_id,
@@ -168,7 +178,6 @@ def write_task(
         max_rows=plan.blocklet_max_rows,
         max_bytes=plan.blocklet_max_bytes,
     )
-    return CarbonLiteCommitMessage(appended, app_id, batch_id, partition, attempt)
 
 
 def commit_messages(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import posixpath
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -164,6 +165,13 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def delete(self, path: str) -> bool:
         """Delete one file; returns False when it did not exist."""
+
+    def lock(self, path: str, *, timeout: float) -> AbstractContextManager[None]:
+        """Hold an exclusive lock named by ``path`` (waiting up to ``timeout`` seconds), or raise
+        :class:`~carbonlite.errors.WriterConflictError`. It guards a writer identity's stream
+        files against a second live writer with the same identity. Object stores need none:
+        their writers never truncate or append to an existing object."""
+        return nullcontext()
 
     def delete_empty_dirs(self, path: str) -> None:  # noqa: B027 - object stores have no dirs
         """Remove empty directories under (and including) ``path``, where dirs exist."""

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from carbonlite.errors import UnsupportedStorageError
+from carbonlite.errors import UnsupportedStorageError, WriterConflictError
 from carbonlite.storage.base import Appender, FileStatus, RangeReader, Storage
 
 __all__ = ["LocalStorage"]
@@ -60,6 +64,7 @@ class _LocalAppender(Appender):
         created = not os.path.exists(path)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = os.fstat(self._fd).st_size
+        self._synced_size = self._size
         self._dir_to_sync = parent if created else None
 
     @property
@@ -74,7 +79,9 @@ class _LocalAppender(Appender):
             view = view[written:]
 
     def flush(self) -> None:
-        os.fdatasync(self._fd) if hasattr(os, "fdatasync") else os.fsync(self._fd)
+        if self._synced_size != self._size:
+            os.fdatasync(self._fd) if hasattr(os, "fdatasync") else os.fsync(self._fd)
+            self._synced_size = self._size
         if self._dir_to_sync is not None:
             _fsync_dir(self._dir_to_sync)
             self._dir_to_sync = None
@@ -191,6 +198,28 @@ class LocalStorage(Storage):
         except FileNotFoundError:
             return False
         return True
+
+    @contextmanager
+    def lock(self, path: str, *, timeout: float) -> Iterator[None]:
+        """``flock`` on a lock file: exclusive between processes (and open files) of this host."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise WriterConflictError(
+                            f"{path!r} is held by another live writer (waited {timeout:g} s): "
+                            "give every concurrent writer its own writer id"
+                        ) from None
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     def delete_empty_dirs(self, path: str) -> None:
         if not os.path.isdir(path):

@@ -8,15 +8,19 @@ process and cannot be shared between processes.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fsspec.implementations.memory import MemoryFileSystem
 
+from carbonlite.errors import WriterConflictError
 from carbonlite.storage.base import Appender, FileStatus, RangeReader, Storage
 
 __all__ = ["MemoryStorage"]
 
 _LOCK = threading.RLock()
+_OWNER_LOCKS: dict[str, threading.Lock] = {}
 
 
 def _mtime(f: Any) -> float:
@@ -133,3 +137,17 @@ class MemoryStorage(Storage):
     def delete(self, path: str) -> bool:
         with _LOCK:
             return self.fs.store.pop(path, None) is not None
+
+    @contextmanager
+    def lock(self, path: str, *, timeout: float) -> Iterator[None]:
+        with _LOCK:
+            held = _OWNER_LOCKS.setdefault(path, threading.Lock())
+        if not held.acquire(timeout=timeout):
+            raise WriterConflictError(
+                f"{path!r} is held by another live writer (waited {timeout:g} s): "
+                "give every concurrent writer its own writer id"
+            )
+        try:
+            yield
+        finally:
+            held.release()

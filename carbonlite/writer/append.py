@@ -12,7 +12,8 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,6 +43,9 @@ from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 __all__ = ["AppendCommit", "CommitResult", "TableWriter", "now_ms"]
 
 _MAX_RELOCATIONS = 10
+LOCK_DIR = "_carbonlite/locks"
+WRITER_LOCK_TIMEOUT = 60.0
+"""Seconds a writer waits for another live writer with the same id before giving up."""
 
 
 def now_ms() -> int:
@@ -100,7 +104,7 @@ class AppendCommit:
                     conflicting_version=snapshot.version,
                 )
 
-    def actions(self, snapshot: Snapshot) -> list[Action]:
+    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         actions: list[Action] = [
             SegmentAdded(segment_id=sid, format="STREAMING", status="STREAMING")
             for sid in sorted(self.new_segments)
@@ -129,7 +133,7 @@ class AppendCommit:
                 operation=self.operation,
                 timestamp=now_ms(),
                 data_change=True,
-                read_version=snapshot.version,
+                read_version=read_version,
                 rows_added=sum(a.num_rows for a in self.appends),
                 rows_removed=rows_removed,
                 bytes_added=sum(a.end - a.start for a in self.appends),
@@ -162,8 +166,29 @@ class TableWriter:
         self.writer_id = writer_id or uuid.uuid4().hex[:16]
         self.storage_options = dict(storage_options or {})
         self.lock = threading.RLock()
+        self._owned_depth = 0
         self._file_schemas: dict[str, pa.Schema] = {}
         self._objects = itertools.count()
+
+    @contextmanager
+    def owned(self) -> Iterator[None]:
+        """Hold this writer identity: the process-local lock and the storage lock, so a second
+        live writer with the same id waits instead of truncating bytes this one committed."""
+        with self.lock:
+            if self._owned_depth:
+                self._owned_depth += 1
+                try:
+                    yield
+                finally:
+                    self._owned_depth -= 1
+                return
+            path = self.storage.join(self.root, LOCK_DIR, f"{self.writer_id}.lock")
+            with self.storage.lock(path, timeout=WRITER_LOCK_TIMEOUT):
+                self._owned_depth = 1
+                try:
+                    yield
+                finally:
+                    self._owned_depth = 0
 
     # --- choosing where to write --------------------------------------------------------------
 
@@ -217,7 +242,8 @@ class TableWriter:
     ) -> tuple[CommitResult, Snapshot]:
         """Write ``data`` and commit it as one version; returns the result and new snapshot."""
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
-        with self.lock:
+        with self.owned():
+            snapshot = log.update(snapshot)  # committed lengths as of now, under the lock
             if txn is not None:
                 done = snapshot.txns.get(txn.app_id)
                 if done is not None and done >= txn.batch_id:
@@ -270,6 +296,13 @@ class TableWriter:
     ) -> tuple[CommitResult, Snapshot]:
         """Commit ``pending``, moving its blocklets if their segment stops taking appends."""
         rows = sum(a.num_rows for a in pending.appends)
+        read_version = snapshot.version
+        with self.owned():
+            return self._commit(log, snapshot, pending, rows, read_version)
+
+    def _commit(
+        self, log: Log, snapshot: Snapshot, pending: AppendCommit, rows: int, read_version: int
+    ) -> tuple[CommitResult, Snapshot]:
         for _ in range(_MAX_RELOCATIONS):
             try:
                 committed = commit(log, snapshot, pending)
@@ -283,7 +316,7 @@ class TableWriter:
         raise CommitConflictError(
             f"gave up committing to {log.uri!r}: the STREAMING segment kept rolling over under "
             f"this writer {_MAX_RELOCATIONS} times",
-            read_version=snapshot.version,
+            read_version=read_version,
         )
 
     def relocate(self, snapshot: Snapshot, pending: AppendCommit) -> AppendCommit:
