@@ -10,6 +10,7 @@ did not need, never skip one it did.
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -175,6 +176,8 @@ def _bounds(stats: ColumnStats, column_type: pa.DataType) -> tuple[Any, Any]:
 
 def _compare(op: str, lo: Any, hi: Any, v: Any) -> tuple[bool, bool]:
     """(can be true, can be false) for ``value op v`` with value in [lo, hi] (None: open)."""
+    if isinstance(v, float) and math.isnan(v):  # x op NaN is false for every x, except !=
+        return op == "!=", op != "!="
     below = lo is None or lo < v  # some value may be < v
     above = hi is None or hi > v  # some value may be > v
     reach = (lo is None or lo <= v) and (hi is None or hi >= v)  # v may be a value

@@ -1,0 +1,198 @@
+"""Write the golden table ``tests/data/golden_v1/`` and its expectations.
+
+Run once per format version, from the repository root, and check the output in::
+
+    python tests/data/make_golden.py            # refuses to replace an existing golden table
+    python tests/data/make_golden.py --force
+
+Every later CarbonLite version must read this table exactly as ``golden_v1_expected.json`` says
+(``tests/test_golden.py``). The table is tiny, deterministic in content, and covers: appends
+of a table and of an iterable of batches, a transaction marker, ``add_columns``, an overwrite,
+an append leaving out nullable columns, a transaction-only commit, and checkpoints (every 4
+versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import json
+import math
+import shutil
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE / "golden_v1"
+EXPECTED = HERE / "golden_v1_expected.json"
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("amount", pa.decimal128(10, 2)),
+        pa.field("ratio", pa.float64()),
+        pa.field("happened", pa.timestamp("us", tz="Europe/Paris")),
+        pa.field("day", pa.date32()),
+        pa.field("tags", pa.list_(pa.string())),
+        pa.field("point", pa.struct([("x", pa.int32()), ("y", pa.string())])),
+        pa.field("raw", pa.binary()),
+        pa.field("flag", pa.bool_()),
+    ]
+)
+ADDED = [pa.field("note", pa.string()), pa.field("score", pa.float32())]
+PROPERTIES = {"checkpoint_interval": "4", "blocklet_max_rows": "3", "user.golden": "v1"}
+APP = "golden-app"
+_EPOCH_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+
+
+def rows_for(ids: range, *, extra: bool = False) -> pa.Table:
+    """Deterministic rows for ``ids``: nulls, NaN, infinities and empty values included."""
+    ratios = [math.nan, math.inf, -math.inf, -0.0, 0.1]
+    columns: dict[str, Any] = {
+        "id": list(ids),
+        "name": [None if i % 4 == 3 else f"név-{i}" for i in ids],
+        "amount": [None if i % 5 == 4 else Decimal(i * 137 - 500).scaleb(-2) for i in ids],
+        "ratio": [ratios[i % 5] if i % 3 == 0 else i / 8 for i in ids],
+        "happened": pa.array([_EPOCH_US + i * 3_600_000_123 for i in ids], pa.int64()),
+        "day": pa.array([20_454 + i for i in ids], pa.int32()),
+        "tags": [None if i % 6 == 5 else [f"t{j}" for j in range(i % 3)] for i in ids],
+        "point": [
+            None if i % 7 == 6 else {"x": i - 3, "y": None if i % 2 else f"y{i}"} for i in ids
+        ],
+        "raw": [bytes([i % 256, 0, 255]) if i % 3 else b"" for i in ids],
+        "flag": [None if i % 5 == 0 else i % 2 == 0 for i in ids],
+    }
+    columns["happened"] = columns["happened"].view(SCHEMA.field("happened").type)
+    columns["day"] = columns["day"].view(pa.date32())
+    table = pa.table(columns, schema=SCHEMA)
+    if extra:
+        table = table.append_column(ADDED[0], pa.array([f"note {i}" for i in ids], pa.string()))
+        table = table.append_column(
+            ADDED[1], pa.array([None if i % 2 else i * 0.5 for i in ids], pa.float32())
+        )
+    return table
+
+
+def build(path: Path) -> None:
+    """The golden table's history, one commit per step (versions 0..9)."""
+    import carbonlite as cl
+
+    t = cl.create_table(
+        path, SCHEMA, sort_columns=["id"], properties=PROPERTIES, writer_id="golden"
+    )
+    t.append(rows_for(range(0, 5)))  # 1
+    t.append(iter(rows_for(range(5, 10)).to_batches(max_chunksize=2)))  # 2
+    t.append(rows_for(range(10, 12)), txn=(APP, 0))  # 3
+    t.add_columns(ADDED)  # 4: checkpoint
+    t.append(rows_for(range(12, 15), extra=True))  # 5
+    t.overwrite(rows_for(range(100, 104), extra=True), txn=(APP, 1))  # 6
+    t.append(rows_for(range(104, 106)))  # 7: note and score left out
+    t.append(rows_for(range(0, 0), extra=True), txn=(APP, 2))  # 8: batch id only; checkpoint
+    t.append(rows_for(range(106, 109), extra=True))  # 9
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON form of a value from ``to_pylist`` that keeps every distinction that matters."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        if value == 0 and math.copysign(1, value) < 0:
+            return "-0.0"
+        return value
+    if isinstance(value, Decimal):
+        return {"decimal": str(value)}
+    if isinstance(value, datetime.datetime):
+        return {"datetime": value.isoformat()}
+    if isinstance(value, datetime.date):
+        return {"date": value.isoformat()}
+    if isinstance(value, bytes):
+        return {"base64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    return value
+
+
+def jsonable_rows(table: pa.Table) -> list[dict[str, Any]]:
+    return [jsonable(r) for r in table.to_pylist()]
+
+
+def jsonable_schema(schema: pa.Schema) -> list[list[Any]]:
+    return [[f.name, str(f.type), f.nullable] for f in schema]
+
+
+def describe(path: Path) -> dict[str, Any]:
+    """Everything the golden test checks, read back through the public API."""
+    import carbonlite as cl
+
+    t = cl.open_table(path)
+    versions = {}
+    for version in range(t.version + 1):
+        data = t.to_arrow(version=version)
+        versions[str(version)] = {
+            "schema": jsonable_schema(data.schema),
+            "rows": jsonable_rows(data),
+            "count": t.count_rows(version=version),
+        }
+    history = [
+        {
+            "version": h.version,
+            "operation": h.operation,
+            "data_change": h.data_change,
+            "rows": h.rows,
+            "rows_removed": h.rows_removed,
+            "parameters": dict(h.parameters),
+        }
+        for h in t.history()
+    ]
+    segments = [
+        {
+            "id": s.id,
+            "status": s.status,
+            "format": s.format,
+            "rows": s.rows,
+            "files": s.files,
+            "blocklets": s.blocklets,
+            "created_version": s.created_version,
+        }
+        for s in t.segments()
+    ]
+    log = path / "_carbonlite" / "log"
+    return {
+        "latest_version": t.version,
+        "sort_columns": list(t.sort_columns),
+        "properties": t.properties,
+        "txns": {APP: t.transaction_version(APP)},
+        "checkpoints": sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.json")),
+        "versions": versions,
+        "history": history,
+        "segments": segments,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="replace an existing golden table")
+    args = parser.parse_args(argv)
+    if GOLDEN.exists() and not args.force:
+        print(f"{GOLDEN} exists; pass --force to replace it", file=sys.stderr)
+        return 1
+    shutil.rmtree(GOLDEN, ignore_errors=True)
+    build(GOLDEN)
+    EXPECTED.write_text(json.dumps(describe(GOLDEN), indent=1, ensure_ascii=True) + "\n")
+    size = sum(p.stat().st_size for p in GOLDEN.rglob("*") if p.is_file())
+    print(f"wrote {GOLDEN} ({size} bytes) and {EXPECTED.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""Log actions and checkpoints survive JSON unchanged; damaged or newer logs are refused clearly."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carbonlite.errors import CorruptDataError, UnsupportedFormatError
+from carbonlite.format.stats import ColumnStats
+from carbonlite.metadata import (
+    BlockletEntry,
+    BlockletsAppended,
+    CommitInfo,
+    SegmentAdded,
+    Snapshot,
+    TableMetadata,
+    TxnMarker,
+)
+from carbonlite.metadata.serde import (
+    decode_actions,
+    decode_checkpoint,
+    encode_actions,
+    encode_checkpoint,
+)
+from tests.metadata.strategies import (
+    actions,
+    log_histories,
+    replay,
+    snapshot_state,
+    stat_schemas,
+    table_metadata,
+)
+
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+WHERE = "memory://serde/_carbonlite/log/00000000000000000007.json"
+
+
+def assert_same_schema(a: pa.Schema, b: pa.Schema) -> None:
+    assert a.equals(b, check_metadata=True), f"{a}\n!=\n{b}"
+    for fa, fb in zip(a, b, strict=True):
+        assert fa.nullable == fb.nullable
+        assert (fa.metadata or {}) == (fb.metadata or {})
+
+
+@SETTINGS
+@given(data=st.data())
+def test_actions_round_trip(data: st.DataObject) -> None:
+    schema = data.draw(stat_schemas())
+    # A version that changes the schema starts with the new metadata; the statistics of
+    # every action after it may use the new columns.
+    new_schema = schema
+    head = []
+    if data.draw(st.booleans()):
+        extra = data.draw(stat_schemas(max_columns=3))
+        new_schema = pa.schema([*schema, *(f.with_name(f"added{i}") for i, f in enumerate(extra))])
+        head = [data.draw(table_metadata(new_schema))]
+    body = data.draw(st.lists(actions(new_schema), max_size=8))
+    body = [a for a in body if not isinstance(a, TableMetadata)]
+    written = head + body
+
+    encoded = encode_actions(written, schema)
+    decoded = decode_actions(encoded, schema, where=WHERE)
+
+    assert decoded == written
+    for before, after in zip(written, decoded, strict=True):
+        assert type(after) is type(before)
+        if isinstance(before, TableMetadata):
+            assert_same_schema(after.schema, before.schema)
+    lines = encoded.decode("utf-8").split("\n")
+    assert lines[-1] == ""  # NDJSON: every action ends with a newline
+    if written:
+        assert len(lines) == len(written) + 1
+        assert all(len(json.loads(line)) == 1 for line in lines[:-1])  # one key per line
+    assert encode_actions(decoded, schema) == encoded  # the encoding is canonical
+
+
+def test_statistics_of_every_kind_round_trip() -> None:
+    schema = pa.schema(
+        [
+            ("i", pa.int64()),
+            ("u", pa.uint64()),
+            ("f", pa.float64()),
+            ("f32", pa.float32()),
+            ("s", pa.string()),
+            ("b", pa.binary()),
+            ("d", pa.decimal128(38, 10)),
+            ("d256", pa.decimal256(50, 3)),
+            ("ts", pa.timestamp("ns", tz="UTC")),
+            ("day", pa.date32()),
+            ("flag", pa.bool_()),
+            ("tags", pa.list_(pa.string())),
+        ]
+    )
+    stats = {
+        "i": ColumnStats(1, -(2**63), 2**63 - 1),
+        "u": ColumnStats(0, 0, 2**64 - 1),
+        "f": ColumnStats(2, -math.inf, math.inf, nan_count=3),
+        "f32": ColumnStats(0, -0.0, 3.4028234663852886e38),
+        "s": ColumnStats(0, "", "\U0010ffff" * 3 + "é\x00"),
+        "b": ColumnStats(0, b"", b"\xff\x00\xfe"),
+        "d": ColumnStats(0, Decimal("-9999999999999999999999999999.9999999999"), Decimal("0E-10")),
+        "d256": ColumnStats(0, Decimal("-1.500"), Decimal("12345678901234567890123456789.123")),
+        "ts": ColumnStats(0, -(2**63) + 1, 1_767_225_600_123_456_789),
+        "day": ColumnStats(5, -719162, 2932896),
+        "flag": ColumnStats(0, False, True),
+        "tags": ColumnStats(7),
+    }
+    action = BlockletsAppended(
+        "0", "segments/0/w-0.cblt", 16, 116, (BlockletEntry(16, 100, 9, stats),)
+    )
+    encoded = encode_actions([action], schema)
+    assert b"NaN" not in encoded and b"Infinity" in encoded
+    (decoded,) = decode_actions(encoded, schema, where=WHERE)
+    got = decoded.blocklets[0].stats
+    assert got == stats
+    assert math.copysign(1.0, got["f32"].min) == -1.0  # -0.0 keeps its sign
+    assert got["f"].min == -math.inf and got["f"].max == math.inf
+    assert got["d"].max == Decimal(0) and isinstance(got["d"].max, Decimal)
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x1c", "\x0b", "\r"])
+def test_strings_with_unicode_line_breaks_round_trip(separator: str) -> None:
+    """NDJSON separates records by "\\n" only; other characters that ``str.splitlines``
+    treats as line breaks are ordinary text inside a JSON string."""
+    schema = pa.schema([("s", pa.string())])
+    text = f"before{separator}after"
+    written = [
+        BlockletsAppended(
+            "0", "f", 0, 10, (BlockletEntry(0, 10, 2, {"s": ColumnStats(0, text, text + "z")}),)
+        ),
+        TxnMarker(text, 1),
+        CommitInfo("APPEND", 1, True, parameters={"note": text}),
+    ]
+    assert decode_actions(encode_actions(written, schema), schema, where=WHERE) == written
+
+
+def test_schema_change_applies_to_the_whole_version() -> None:
+    """``encode_actions`` encodes every action of a version with the schema the version ends
+    with; decoding must read them with that same schema, wherever the metadata line sits."""
+    old = pa.schema([("a", pa.int64())])
+    new = pa.schema([("a", pa.int64()), ("b", pa.decimal128(9, 2))])
+    stats = {"a": ColumnStats(0, 1, 5), "b": ColumnStats(0, Decimal("1.25"), Decimal("9.50"))}
+    written = [
+        BlockletsAppended("0", "segments/0/w-0.cblt", 16, 40, (BlockletEntry(16, 24, 3, stats),)),
+        TableMetadata("t", new),
+        CommitInfo("APPEND", 1, True),
+    ]
+    decoded = decode_actions(encode_actions(written, old), old, where=WHERE)
+    assert decoded == written
+
+
+INDEX = "00000000000000000007.checkpoint.blocklets.arrow"
+
+
+def checkpoint_round_trip(snapshot: Snapshot) -> tuple[Snapshot, tuple[bytes, bytes]]:
+    """``snapshot`` through its checkpoint files (document and blocklet index) and back."""
+    document, index = encode_checkpoint(snapshot, INDEX)
+    files = {INDEX: index}
+    restored = decode_checkpoint(
+        document, snapshot.table_path, where="ck", read_index=lambda name: files[name]
+    )
+    return restored, (document, index)
+
+
+@SETTINGS
+@given(history=log_histories())
+def test_checkpoint_round_trip_of_replayed_snapshots(history) -> None:
+    versions, schemas = history
+    snapshots = replay("memory://serde-table", versions)
+    for snapshot, schema in zip(snapshots, schemas, strict=True):
+        assert_same_schema(snapshot.schema, schema)
+        restored, encoded = checkpoint_round_trip(snapshot)
+        assert snapshot_state(restored) == snapshot_state(snapshot)
+        assert_same_schema(restored.schema, snapshot.schema)
+        assert restored.num_rows == snapshot.num_rows
+        assert checkpoint_round_trip(restored)[1] == encoded  # canonical
+
+
+@SETTINGS
+@given(history=log_histories(), cut=st.integers(0, 8))
+def test_checkpoint_then_log_equals_full_replay(history, cut: int) -> None:
+    """What opening does: a checkpoint, then the encoded versions after it, decoded."""
+    versions, schemas = history
+    cut = min(cut, len(versions) - 1)
+    full = replay("memory://serde-table", versions)
+    encoded = [
+        encode_actions(v, schemas[n - 1] if n else schemas[0]) for n, v in enumerate(versions)
+    ]
+    snapshot, _ = checkpoint_round_trip(full[cut])
+    for n in range(cut + 1, len(versions)):
+        actions = decode_actions(encoded[n], snapshot.schema, where=f"v{n}")
+        assert actions == versions[n]
+        snapshot = snapshot.apply(n, actions)
+    assert snapshot_state(snapshot) == snapshot_state(full[-1])
+    # replaying the decoded log from version 0 gives the same state as well
+    zero = decode_actions(encoded[0], None, where="v0")
+    from_zero = Snapshot.from_actions("memory://serde-table", 0, zero)
+    for n in range(1, len(versions)):
+        from_zero = from_zero.apply(n, decode_actions(encoded[n], from_zero.schema, where=f"v{n}"))
+    assert snapshot_state(from_zero) == snapshot_state(full[-1])
+
+
+# --- damage ------------------------------------------------------------------------------------
+
+SCHEMA = pa.schema([("a", pa.int64()), ("d", pa.decimal128(9, 2)), ("b", pa.binary())])
+GOOD = encode_actions(
+    [
+        SegmentAdded("0", "STREAMING", "STREAMING"),
+        BlockletsAppended(
+            "0",
+            "segments/0/w-0.cblt",
+            0,
+            120,
+            (BlockletEntry(16, 104, 3, {"a": ColumnStats(0, 1, 3)}),),
+        ),
+        TxnMarker("app", 4),
+        CommitInfo("APPEND", 1_700_000_000_000, True, read_version=6, rows_added=3),
+    ],
+    SCHEMA,
+)
+
+
+def _append_line(stats: str) -> bytes:
+    return (
+        '{"appendBlocklets":{"segment_id":"0","file":"f","start":0,"end":10,'
+        f'"blocklets":[{{"offset":0,"length":10,"rows":1,"stats":{{{stats}}}}}]}}}}\n'
+    ).encode()
+
+
+DAMAGED = {
+    "truncated mid-line": GOOD[: len(GOOD) // 2],
+    "not utf-8": b"\xff\xfe\xfa{}\n",
+    "not json": b"{this is not json}\n",
+    "a list, not an object": b"[1, 2]\n",
+    "two action keys on one line": b'{"txn":{"app_id":"a","batch_id":1},"commitInfo":{}}\n',
+    "action body not an object": b'{"txn":5}\n',
+    "missing field": b'{"txn":{"app_id":"a"}}\n',
+    "null body": b'{"setSegmentStatus":null}\n',
+    "bad base64 bound": _append_line('"b":{"nulls":0,"min":"!!not base64!!"}'),
+    "bad decimal bound": _append_line('"d":{"nulls":0,"min":"twelve","max":"1.00"}'),
+    "bad statistics entry": _append_line('"a":[1,2]'),
+    "garbage after a good line": GOOD + b"\x00\x01garbage\n",
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGED))
+def test_damaged_log_entry_names_the_file(damage: str) -> None:
+    with pytest.raises(CorruptDataError) as info:
+        decode_actions(DAMAGED[damage], SCHEMA, where=WHERE)
+    assert info.value.path == WHERE
+    assert WHERE in str(info.value)
+    assert "log entry" in str(info.value)
+
+
+def test_damaged_checkpoint_names_the_file() -> None:
+    snapshot = Snapshot.from_actions(
+        "memory://x", 0, [TableMetadata("t", SCHEMA), CommitInfo("CREATE TABLE", 1, False)]
+    )
+    snapshot = snapshot.apply(
+        1,
+        [
+            SegmentAdded("0", "STREAMING", "STREAMING"),
+            BlockletsAppended(
+                "0", "f", 0, 120, (BlockletEntry(16, 104, 3, {"a": ColumnStats(0, 1, 3)}),)
+            ),
+        ],
+    )
+    document, index = encode_checkpoint(snapshot, INDEX)
+    for bad in (document[:-5], b"\xff" + document, document.replace(b'"segments"', b'"segs"')):
+        with pytest.raises(CorruptDataError) as info:
+            decode_checkpoint(
+                bad, "memory://x", where="memory://x/ck.json", read_index=lambda name: index
+            )
+        assert info.value.path == "memory://x/ck.json"
+    # the blocklet index is read when entries are needed; damage there names the index
+    restored = decode_checkpoint(
+        document, "memory://x", where="ck", read_index=lambda name: index[: len(index) // 2]
+    )
+    assert restored.num_rows == 3
+    with pytest.raises(CorruptDataError) as info:
+        restored.segments["0"].files["f"].blocklets  # noqa: B018
+    assert info.value.path == INDEX
+    good, _ = checkpoint_round_trip(snapshot)
+    assert snapshot_state(good) == snapshot_state(snapshot)
+
+
+def test_unknown_action_is_unsupported_not_corrupt() -> None:
+    data = GOOD + b'{"deleteRows":{"segment_id":"0","predicate":"a > 1"}}\n'
+    with pytest.raises(UnsupportedFormatError, match="deleteRows") as info:
+        decode_actions(data, SCHEMA, where=WHERE)
+    assert not isinstance(info.value, CorruptDataError)
+    assert "upgrade" in str(info.value)
+
+
+def test_newer_format_version_is_unsupported() -> None:
+    newer = json.loads(encode_actions([TableMetadata("t", SCHEMA)], SCHEMA))
+    newer["metaData"]["format_version"] = 2
+    line = json.dumps(newer).encode() + b"\n"
+    (metadata,) = decode_actions(line, None, where=WHERE)
+    assert metadata.format_version == 2
+    with pytest.raises(UnsupportedFormatError, match="format version 2"):
+        Snapshot.from_actions("memory://x", 0, [metadata])
+    current = Snapshot.from_actions(
+        "memory://x", 0, [TableMetadata("t", SCHEMA), CommitInfo("CREATE TABLE", 1, False)]
+    )
+    with pytest.raises(UnsupportedFormatError, match="upgrade"):
+        current.apply(1, [metadata])
+    assert current.metadata.format_version == 1
