@@ -7,7 +7,7 @@ self-describing, so the file can grow by appending and needs no footer::
     blocklet     "CLBK" u32 header_len u64 body_len <header, padded> u32 crc32c <body>
 
 The blocklet CRC covers its fixed prefix and header; the header holds each page's CRC, so
-together they cover every byte of the blocklet.
+together they cover every byte of the blocklet except the zero padding after each page.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import crc32c as _crc32c
 import pyarrow as pa
 
+from carbonlite.errors import UnsupportedFormatError
 from carbonlite.format.stats import ColumnStats, decode_stat, encode_stat
 from carbonlite.format.types import stat_kind
 
@@ -99,7 +100,7 @@ def decode_file_header(data: bytes) -> tuple[int, pa.Schema, int]:
     """
     if len(data) < _FILE_FIXED.size:
         raise LookupError(_FILE_FIXED.size)
-    magic, version, _flags, schema_len = _FILE_FIXED.unpack_from(data)
+    magic, version, flags, schema_len = _FILE_FIXED.unpack_from(data)
     if magic != FILE_MAGIC:
         raise HeaderError(
             f"not a CarbonLite blocklet file: magic {magic!r}, expected {FILE_MAGIC!r}"
@@ -111,6 +112,13 @@ def decode_file_header(data: bytes) -> tuple[int, pa.Schema, int]:
     (stored_crc,) = _CRC.unpack_from(data, crc_at)
     if crc32c(memoryview(data)[:crc_at]) != stored_crc:
         raise HeaderError("file header checksum mismatch")
+    if version < 1:
+        raise HeaderError(f"format version {version} does not exist (versions start at 1)")
+    if flags and version <= FORMAT_VERSION:
+        raise UnsupportedFormatError(
+            f"the file sets header flags {flags:#06x}, features this CarbonLite does not know: "
+            "upgrade carbonlite to read it"
+        )
     try:
         schema = pa.ipc.read_schema(pa.py_buffer(bytes(data[_FILE_FIXED.size : crc_at])))
     except (pa.ArrowException, ValueError) as exc:
@@ -170,6 +178,8 @@ def encode_blocklet_header(
 
 def decode_blocklet_prefix(data: bytes | memoryview) -> tuple[int, int]:
     """(header_len, body_len) from a blocklet's first 16 bytes; HeaderError on bad magic."""
+    if len(data) < BLOCKLET_PREFIX:
+        raise HeaderError(f"{len(data)} bytes, too few for a blocklet prefix")
     magic, header_len, body_len = _BLOCKLET_FIXED.unpack_from(data)
     if magic != BLOCKLET_MAGIC:
         raise HeaderError(f"no blocklet here: magic {bytes(magic)!r}, expected {BLOCKLET_MAGIC!r}")
@@ -224,6 +234,8 @@ def _decode_header_fields(
             raise ValueError(f"page of column {field.name!r} runs past the blocklet body")
         if codec not in CODECS:
             raise ValueError(f"unknown codec {codec} for column {field.name!r}")
+        if flags & ~(_HAS_MIN | _HAS_MAX):
+            raise ValueError(f"unknown statistics flags {flags:#04x} for column {field.name!r}")
         bounds: list[Any] = []
         for bit in (_HAS_MIN, _HAS_MAX):
             if flags & bit:

@@ -13,6 +13,7 @@ import zstandard
 
 from carbonlite.errors import CorruptDataError, SchemaMismatchError, UnsupportedFormatError
 from carbonlite.format.layout import (
+    BLOCKLET_MAGIC,
     BLOCKLET_PREFIX,
     FORMAT_VERSION,
     HeaderError,
@@ -153,10 +154,49 @@ class BlockletFileReader:
                         path=self.path,
                         offset=pos,
                     ) from None
+                later = self._later_blocklet(pos)
+                if later is not None:
+                    raise CorruptDataError(
+                        f"blocklet at {pos} is damaged ({exc}) but an intact blocklet follows at "
+                        f"{later}: this is damage inside the file, not a torn tail; read with the "
+                        "committed length (end=...) or truncate explicitly",
+                        path=self.path,
+                        offset=pos,
+                    ) from None
                 break
             metas.append(meta)
             pos = meta.end
         return metas, pos
+
+    def _later_blocklet(self, damaged_at: int) -> int | None:
+        """Offset of an intact blocklet header after ``damaged_at``, if there is one.
+
+        A crash only ever tears the end of a file; intact blocklets after damage mean the
+        damage is inside the file, which must not be mistaken for (and cut off as) a torn tail.
+        """
+        pos = damaged_at + 8
+        pos += -pos % 8  # blocklets start 8-aligned
+        chunk = 8 * 1024 * 1024
+        while pos < self.size:
+            data = self._source.read(pos, min(chunk, self.size - pos))
+            at = data.find(BLOCKLET_MAGIC)
+            while at >= 0:
+                candidate = pos + at
+                if candidate % 8 == 0:
+                    try:
+                        header_len, _ = decode_blocklet_prefix(
+                            self._source.read(candidate, BLOCKLET_PREFIX)
+                        )
+                        head = self._source.read(candidate, blocklet_head_length(header_len))
+                        decode_blocklet_header(head, self.schema, candidate)
+                        return candidate
+                    except (HeaderError, ValueError):
+                        pass
+                at = data.find(BLOCKLET_MAGIC, at + 1)
+            if len(data) < chunk:
+                break
+            pos += len(data) - 8  # overlap so a header across the chunk edge is still found
+        return None
 
     def _blocklet_at(self, pos: int, limit: int, verify_pages: bool) -> BlockletMeta:
         if limit - pos < BLOCKLET_PREFIX:

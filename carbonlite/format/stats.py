@@ -10,12 +10,14 @@ unsigned integers       ``int``
 date/time/timestamp     ``int``: the stored integer (days, or units since epoch/midnight)
 float32/float64         ``float``, NaN excluded (see ``nan_count``)
 bool                    ``bool``
-string                  ``str``, truncated to a prefix of at most 64 UTF-8 bytes
-binary                  ``bytes``, truncated to at most 64 bytes
+string                  ``str``, truncated to a prefix of about 64 UTF-8 bytes (*)
+binary                  ``bytes``, truncated to at most 64 bytes (*)
 decimal                 ``decimal.Decimal``
 other types             none (null count only)
 ======================  =========================================================
 
+(*) A min is cut to at most 64 bytes. A cut max has its last character incremented, which
+can lengthen that character's UTF-8 encoding by a byte (so a string max may take 65 bytes).
 A truncated bound still bounds: a truncated min is a prefix (<= every value) and a
 truncated max is a prefix whose last character was incremented (>= every value). When no
 upper bound that short exists (all bytes 0xFF), the max is None: unbounded.

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from carbonlite.errors import (
     CarbonLiteError,
+    CorruptDataError,
     InvalidOptionError,
     SchemaMismatchError,
     StorageError,
@@ -39,6 +40,7 @@ __all__ = [
     "BlockletFileWriter",
     "EncodedBlocklet",
     "encode_blocklet",
+    "rebatch",
     "split_into_blocklets",
 ]
 
@@ -128,6 +130,35 @@ def encode_blocklet(
     )
 
 
+def _combine(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    if len(batches) == 1:
+        return batches
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()
+
+
+def rebatch(
+    batches: Iterable[pa.RecordBatch], *, max_rows: int, max_bytes: int
+) -> Iterator[pa.RecordBatch]:
+    """Merge runs of small batches so a blocklet is not made of a handful of rows.
+
+    Batches are combined until the next one would pass ``max_rows`` or ``max_bytes``; larger
+    batches pass through (:func:`split_into_blocklets` cuts them).
+    """
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if pending and (rows + batch.num_rows > max_rows or size + batch.nbytes > max_bytes):
+            yield from _combine(pending)
+            pending, rows, size = [], 0, 0
+        pending.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+    if pending:
+        yield from _combine(pending)
+
+
 def split_into_blocklets(
     batches: Iterable[pa.RecordBatch],
     *,
@@ -136,8 +167,7 @@ def split_into_blocklets(
 ) -> Iterator[pa.RecordBatch]:
     """Cut batches into blocklet-sized ones (at most ``max_rows`` rows and about ``max_bytes``).
 
-    Small batches are passed through, not merged: a caller wanting fewer, larger blocklets
-    combines them first (the table writer does).
+    Small batches are passed through, not merged (:func:`rebatch` merges them).
     """
     if max_rows < 1 or max_bytes < 1:
         raise InvalidOptionError(f"blocklet limits must be positive, got {max_rows=} {max_bytes=}")
@@ -165,6 +195,12 @@ class BlockletFileWriter:
 
     Each :meth:`write_batch` appends exactly one blocklet; :meth:`write` cuts larger data into
     blocklets. Bytes are durable after :meth:`flush` (or :meth:`close`).
+
+    ``truncate_to`` must be the end of a blocklet (a committed length, ``BlockletMeta.end``);
+    the blocklet headers up to it are walked to check that, unless ``verify=False`` (for a
+    length read from a trusted commit record). Without ``truncate_to``, a torn tail is cut
+    off, but damage inside the file (intact blocklets after it) raises instead of cutting
+    them away.
     """
 
     def __init__(
@@ -174,6 +210,7 @@ class BlockletFileWriter:
         *,
         compression_level: int = DEFAULT_COMPRESSION_LEVEL,
         truncate_to: int | None = None,
+        verify: bool = True,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not 0 <= compression_level <= 22:
@@ -187,7 +224,7 @@ class BlockletFileWriter:
         self._appender: Appender | None = None
         if isinstance(path_or_file, (str, os.PathLike)):
             self.path = os.fspath(path_or_file)
-            self._open_path(schema, truncate_to, dict(storage_options or {}))
+            self._open_path(schema, truncate_to, verify, dict(storage_options or {}))
         else:
             self.path = str(getattr(path_or_file, "name", "<file object>"))
             if schema is None:
@@ -202,10 +239,19 @@ class BlockletFileWriter:
         self._schemas1 = column_schemas(schema)
 
     def _open_path(
-        self, schema: pa.Schema | None, truncate_to: int | None, storage_options: dict[str, Any]
+        self,
+        schema: pa.Schema | None,
+        truncate_to: int | None,
+        verify: bool,
+        storage_options: dict[str, Any],
     ) -> None:
         storage, path = open_storage(self.path, storage_options)
         exists = storage.exists(path)
+        if exists and storage.size(path) > 0 and not storage.supports_append:
+            raise StorageError(
+                f"{self.path!r} exists and {storage.protocol!r} storage cannot append to it; "
+                "write a new object instead"
+            )
         if exists and storage.size(path) > 0:
             from carbonlite.format.reader import BlockletFileReader
 
@@ -229,6 +275,8 @@ class BlockletFileWriter:
                             f"truncate_to={truncate_to} is outside {self.path!r}: it must lie "
                             f"between the header end {reader.header_length} and the size {size}"
                         )
+                    if verify:
+                        self._check_boundary(truncate_to, storage_options)
                     target = truncate_to
             if target < size:
                 if not storage.supports_append:
@@ -246,6 +294,18 @@ class BlockletFileWriter:
             self._set_schema(schema)
             self._appender = storage.open_appender(path)
             self._write_parts([encode_file_header(schema)])
+
+    def _check_boundary(self, length: int, storage_options: dict[str, Any]) -> None:
+        from carbonlite.format.reader import BlockletFileReader
+
+        try:
+            with BlockletFileReader(self.path, end=length, storage_options=storage_options) as r:
+                r.blocklets()
+        except CorruptDataError as exc:
+            raise InvalidOptionError(
+                f"truncate_to={length} is not the end of a blocklet of {self.path!r} ({exc}); "
+                "use a committed length (BlockletMeta.end)"
+            ) from None
 
     def _open_file_object(self, f: IO[bytes], schema: pa.Schema) -> None:
         self._set_schema(schema)
@@ -325,7 +385,11 @@ class BlockletFileWriter:
                 b, self.schema, compression_level=self.compression_level, schemas1=self._schemas1
             )
 
-        blocklets = split_into_blocklets(conformed(), max_rows=max_rows, max_bytes=max_bytes)
+        blocklets = split_into_blocklets(
+            rebatch(conformed(), max_rows=max_rows, max_bytes=max_bytes),
+            max_rows=max_rows,
+            max_bytes=max_bytes,
+        )
         return [self._append_encoded(e) for e in ordered_map(encode, blocklets)]
 
     def append_blocklet_bytes(self, data: bytes) -> tuple[int, int]:

@@ -38,7 +38,7 @@ from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
 from carbonlite.storage import open_storage
 from carbonlite.table import Table, create_table, open_table
 from carbonlite.writer.append import LOCK_DIR, WRITER_LOCK_TIMEOUT, AppendCommit, TableWriter
-from carbonlite.writer.batches import conformed_batches, rebatch
+from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.stream_file import write_blocklets
 
 __all__ = ["CarbonLiteBatchWriter", "CarbonLiteCommitMessage", "CarbonLiteStreamWriter", "SinkPlan"]
@@ -168,11 +168,7 @@ def _write_task_file(
         file=file,
         committed_length=plan.committed.get(file, 0),
         schema=plan.schema,
-        batches=rebatch(
-            conformed_batches(batches, plan.schema, where=plan.uri),
-            max_rows=plan.blocklet_max_rows,
-            max_bytes=plan.blocklet_max_bytes,
-        ),
+        batches=conformed_batches(batches, plan.schema, where=plan.uri),
         storage_options=plan.storage_options,
         compression_level=plan.compression_level,
         max_rows=plan.blocklet_max_rows,

@@ -37,7 +37,7 @@ from carbonlite.metadata import (
 )
 from carbonlite.properties import TableProperties
 from carbonlite.storage import Storage
-from carbonlite.writer.batches import TableData, conformed_batches, rebatch
+from carbonlite.writer.batches import TableData, conformed_batches
 from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 
 __all__ = ["AppendCommit", "CommitResult", "TableWriter", "now_ms"]
@@ -252,11 +252,7 @@ class TableWriter:
             schema = snapshot.schema
             segment_id, created = self.target_segment(snapshot, overwrite=overwrite)
             file, committed = self.stream_file(snapshot, segment_id, schema)
-            batches = rebatch(
-                conformed_batches(data, schema, where=log.uri),
-                max_rows=props.blocklet_max_rows,
-                max_bytes=props.blocklet_max_bytes,
-            )
+            batches = conformed_batches(data, schema, where=log.uri)
             appended = write_blocklets(
                 self.storage,
                 self.root,

@@ -10,7 +10,7 @@ import pyarrow as pa
 from carbonlite.errors import InvalidOptionError
 from carbonlite.format.conform import conform_batch
 
-__all__ = ["TableData", "conformed_batches", "iter_record_batches", "rebatch"]
+__all__ = ["TableData", "conformed_batches", "iter_record_batches"]
 
 TableData = Any
 """``pyarrow.Table``, ``RecordBatch``, ``RecordBatchReader`` or an iterable of batches."""
@@ -49,32 +49,3 @@ def conformed_batches(
     """Batches of ``data`` in ``schema``'s exact shape (missing nullable columns become null)."""
     for batch in iter_record_batches(data):
         yield conform_batch(batch, schema, where=where, allow_missing_nullable=True)
-
-
-def _combine(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
-    if len(batches) == 1:
-        return batches
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()
-
-
-def rebatch(
-    batches: Iterable[pa.RecordBatch], *, max_rows: int, max_bytes: int
-) -> Iterator[pa.RecordBatch]:
-    """Merge runs of small batches so a blocklet is not made of a handful of rows.
-
-    Batches are combined until the next one would pass ``max_rows`` or ``max_bytes``; larger
-    batches pass through (the file writer cuts them).
-    """
-    pending: list[pa.RecordBatch] = []
-    rows = size = 0
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        if pending and (rows + batch.num_rows > max_rows or size + batch.nbytes > max_bytes):
-            yield from _combine(pending)
-            pending, rows, size = [], 0, 0
-        pending.append(batch)
-        rows += batch.num_rows
-        size += batch.nbytes
-    if pending:
-        yield from _combine(pending)

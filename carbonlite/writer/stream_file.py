@@ -60,6 +60,7 @@ def write_blocklets(
         schema,
         compression_level=compression_level,
         truncate_to=committed_length or None,
+        verify=False,  # the committed length comes from the log
         storage_options=storage_options,
     )
     try:
@@ -100,6 +101,7 @@ def copy_blocklets(
         storage.uri(dst_path),
         schema,
         truncate_to=committed_length or None,
+        verify=False,
         storage_options=storage_options,
     )
     entries: list[BlockletEntry] = []

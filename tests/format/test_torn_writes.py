@@ -9,8 +9,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from carbonlite.errors import CorruptDataError, UnsupportedFormatError
-from carbonlite.format import BlockletFileReader, BlockletFileWriter
+from carbonlite.errors import CorruptDataError, InvalidOptionError, UnsupportedFormatError
+from carbonlite.format import BlockletFileReader, BlockletFileWriter, BlockletMeta
 from carbonlite.format.layout import FORMAT_VERSION, crc32c
 from tests.format.strategies import rows
 
@@ -185,3 +185,59 @@ def test_not_a_blocklet_file(tmp_path) -> None:
     empty.write_bytes(b"")
     with pytest.raises(CorruptDataError, match="empty"):
         BlockletFileReader(str(empty))
+
+
+def test_damage_inside_the_file_is_not_mistaken_for_a_torn_tail(sample, tmp_path) -> None:
+    """A crash only tears the end of a file: with intact blocklets after the damage, reading
+    without a committed length raises, and reopening refuses to cut them away."""
+    data, _, ends = sample
+    reader = BlockletFileReader(io.BytesIO(data))
+    second = reader.blocklets()[1]
+    damaged = bytearray(data)
+    damaged[second.offset + 20] ^= 0xFF  # inside blocklet 1's header
+    with pytest.raises(CorruptDataError, match="intact blocklet follows") as info:
+        BlockletFileReader(io.BytesIO(bytes(damaged))).read_all()
+    assert info.value.offset == second.offset
+    path = tmp_path / "damaged.cblt"
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(CorruptDataError, match="intact blocklet follows"):
+        BlockletFileWriter(str(path))
+    assert path.read_bytes() == bytes(damaged)  # nothing was cut
+    with BlockletFileWriter(str(path), truncate_to=ends[0]) as writer:  # explicit: allowed
+        writer.write_batch(make_batch(5000, 2))
+    assert read_rows(path.read_bytes()) == expected_rows([make_batch(0, 300)], 1) + rows(
+        make_batch(5000, 2)
+    )
+
+
+def test_truncate_to_must_be_a_blocklet_end(sample, tmp_path) -> None:
+    data, _, ends = sample
+    path = tmp_path / "f.cblt"
+    path.write_bytes(data)
+    with pytest.raises(InvalidOptionError, match="not the end of a blocklet"):
+        BlockletFileWriter(str(path), truncate_to=ends[1] + 8)
+    assert path.read_bytes() == data
+
+
+def test_a_too_short_blocklet_record_is_corrupt_data(sample) -> None:
+    data, _, _ = sample
+    reader = BlockletFileReader(io.BytesIO(data))
+    first = reader.blocklets()[0]
+    short = BlockletMeta(first.offset, 8, first.num_rows)
+    with pytest.raises(CorruptDataError):
+        reader.read_blocklet(short)
+
+
+@pytest.mark.parametrize(
+    ("version", "flags", "error"), [(0, 0, CorruptDataError), (1, 2, UnsupportedFormatError)]
+)
+def test_version_zero_and_unknown_flags_are_refused(sample, version, flags, error) -> None:
+    data, _, _ = sample
+    header = bytearray(data)
+    header[4:6] = version.to_bytes(2, "little")
+    header[6:8] = flags.to_bytes(2, "little")
+    schema_len = int.from_bytes(header[8:12], "little")
+    crc_at = 12 + schema_len
+    header[crc_at : crc_at + 4] = crc32c(bytes(header[:crc_at])).to_bytes(4, "little")
+    with pytest.raises(error):
+        BlockletFileReader(io.BytesIO(bytes(header)))

@@ -114,3 +114,16 @@ def test_nan_only_float_column_has_no_bounds_but_counts_nans() -> None:
     meta = w.write_batch(pa.record_batch({"f": pa.array([math.nan, -2.5, 7.0, -math.inf])}))
     s = meta.stats["f"]
     assert (s.min, s.max, s.nan_count) == (-math.inf, 7.0, 1)
+
+
+def test_write_merges_small_chunks_into_full_blocklets(tmp_path) -> None:
+    schema = pa.schema([("id", pa.int64())])
+    chunks = [
+        pa.record_batch({"id": pa.array(range(i, i + 100), pa.int64())})
+        for i in range(0, 50_000, 100)
+    ]
+    with BlockletFileWriter(str(tmp_path / "f.cblt"), schema) as w:
+        metas = w.write(chunks, max_rows=20_000)
+    assert [m.num_rows for m in metas] == [20_000, 20_000, 10_000]
+    back = BlockletFileReader(str(tmp_path / "f.cblt")).read_all()
+    assert back.column("id").to_pylist() == list(range(50_000))
