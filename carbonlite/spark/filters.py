@@ -3,12 +3,14 @@
 A filter is taken over (not returned to Spark) only when Arrow evaluates it exactly as Spark
 would. So filters on float/double columns are left to Spark (Spark orders NaN above every
 number and makes NaN = NaN true; Arrow does neither), as are null literals, nested columns
-and null-safe equality. ``IN`` is evaluated with ``EMIT_NULL`` so a null row gives null, as in
-Spark, also under ``NOT``. A string prefix also becomes a range, so it prunes blocklets.
+and null-safe equality. ``IN`` keeps Spark's null semantics (a null row gives null, also under
+``NOT``): short lists become an OR of equalities, long ones map nulls to null before ``is_in``. A string prefix also becomes a range, so it prunes blocklets.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +22,7 @@ from carbonlite.format.stats import truncate_upper
 __all__ = ["to_expression"]
 
 _NO_PUSH = None
+_SMALL_IN = 64
 
 
 def _literal(value: Any, t: pa.DataType) -> pa.Scalar | None:
@@ -62,9 +65,19 @@ def to_expression(f: Any, types: dict[str, pa.DataType]) -> pc.Expression | None
         values = [_literal(v, t) for v in f.value]
         if not values or any(v is None for v in values):
             return _NO_PUSH
-        return pc.is_in(
-            field, value_set=pa.array(values, type=t), null_matching_behavior="emit_null"
+        if len(values) <= _SMALL_IN:
+            # Kleene OR of equalities: a null row gives null, as in Spark (also under NOT),
+            # and pruning sees each value.
+            return functools.reduce(operator.or_, (field == v for v in values))
+        # A long list: Arrow's is_in gives false for a null row where Spark gives null, so
+        # nulls are mapped to null first; the range in front lets pruning use the bounds.
+        ordered = sorted(values, key=lambda v: v.as_py())
+        exact = pc.if_else(
+            field.is_null(),
+            pa.scalar(None, pa.bool_()),
+            pc.is_in(field, value_set=pa.array(values, type=t)),
         )
+        return (field >= ordered[0]) & (field <= ordered[-1]) & exact
     if kind in ("StringStartsWith", "StringEndsWith", "StringContains"):
         if not (pat.is_string(t) or pat.is_large_string(t)) or not isinstance(f.value, str):
             return _NO_PUSH

@@ -1,0 +1,103 @@
+"""One local SparkSession for the whole Spark suite, and the background Spark drivers.
+
+``local[2,2]``: two cores, and ``maxFailures=2`` so a failed task is retried even in local mode
+(the task-retry test depends on it). Starting Spark takes tens of seconds and every
+micro-batch about a second, so tests keep their data small and share this session.
+
+Tests marked ``spark_job(name)`` need a driver that runs as a subprocess with its own Spark
+(tests/support/spark_jobs.py). Every such driver a selected test needs is started when the
+session's Spark starts, so their start-up overlaps; those tests run last and collect the
+results.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.spark_jobs import JOBS, Job, start_job
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "spark_job(name): needs the background Spark driver `name` (tests/support/spark_jobs.py)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that wait for a background driver go after the other Spark tests."""
+    waiting = [i for i in items if i.get_closest_marker("spark_job") is not None]
+    if waiting:
+        rest = [i for i in items if i.get_closest_marker("spark_job") is None]
+        items[:] = rest + waiting
+
+
+class SparkJobs:
+    """The background drivers of this session, by name."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.jobs: dict[str, Job] = {}
+
+    def start(self, name: str) -> Job:
+        if name not in self.jobs:
+            self.jobs[name] = start_job(name, self.root / name)
+        return self.jobs[name]
+
+    def close(self) -> None:
+        for job in self.jobs.values():
+            job.kill()
+
+
+@pytest.fixture(scope="session")
+def spark_jobs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SparkJobs]:
+    jobs = SparkJobs(tmp_path_factory.mktemp("spark-jobs"))
+    wanted = {m.args[0] for item in request.session.items for m in item.iter_markers("spark_job")}
+    unknown = wanted - set(JOBS)
+    if unknown:
+        raise pytest.UsageError(f"unknown spark_job names: {sorted(unknown)}")
+    for name in sorted(wanted):
+        jobs.start(name)
+    yield jobs
+    jobs.close()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_jobs: SparkJobs) -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    import carbonlite.spark
+
+    session = (
+        SparkSession.builder.master("local[2,2]")
+        .appName("carbonlite-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    carbonlite.spark.register(session)
+    yield session
+    for q in session.streams.active:
+        q.stop()
+    session.stop()
+
+
+@pytest.fixture
+def stop_queries(spark: Any) -> Iterator[None]:
+    """Stops any query a test left running (after a failed assertion)."""
+    yield
+    for q in spark.streams.active:
+        q.stop()

@@ -1,0 +1,113 @@
+"""``df.write.format("carbonlite")``: every save mode, one atomic commit per write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.errors import AnalysisException
+
+from carbonlite import open_table
+from tests.support.spark_data import SOURCE_SCHEMA, assert_same_rows, source_rows
+
+pytestmark = pytest.mark.spark
+
+
+def frame(spark: Any, first_id: int, count: int, partitions: int = 3) -> tuple[Any, pa.Table]:
+    rows = source_rows(first_id, count)
+    return spark.createDataFrame(rows).repartition(partitions), rows
+
+
+def assert_one_write_commit(path: str, version: int, rows: int, files: int, mode: str) -> None:
+    """``version`` is the write's only commit: all ``rows`` of its ``files`` tasks, in one."""
+    t = open_table(path)
+    (h,) = [h for h in t.history() if h.version == version]
+    assert (h.operation, h.parameters.get("mode"), h.rows) == ("WRITE", mode, rows)
+    new_files = [f for _, f in t.snapshot(version).iter_files() if f.created_version == version]
+    assert len(new_files) == files, "one file per task, all committed in the same version"
+
+
+def test_append_and_overwrite(spark: Any, tmp_path: Any) -> None:
+    path = str(tmp_path / "t")
+    df1, rows1 = frame(spark, 0, 90)
+    df1.write.format("carbonlite").mode("append").save(path)  # creates the table
+    df2, rows2 = frame(spark, 1_000, 60)
+    df2.write.format("carbonlite").mode("append").save(path)
+    t = open_table(path)
+    assert t.version == 2
+    assert_one_write_commit(path, 1, 90, 3, "append")
+    assert_one_write_commit(path, 2, 60, 3, "append")
+    assert_same_rows(t.to_arrow(), pa.concat_tables([rows1, rows2]))
+    assert t.schema == SOURCE_SCHEMA
+
+    df3, rows3 = frame(spark, 5_000, 45)
+    df3.write.format("carbonlite").mode("overwrite").save(path)
+    t = open_table(path)
+    assert t.version == 3
+    assert_one_write_commit(path, 3, 45, 3, "overwrite")
+    assert t.history(limit=1)[0].rows_removed == 150
+    assert_same_rows(t.to_arrow(), rows3)
+    assert_same_rows(t.to_arrow(version=2), pa.concat_tables([rows1, rows2]), context="time travel")
+
+
+@pytest.mark.parametrize("mode", [None, "error", "errorifexists"])
+def test_error_mode(spark: Any, tmp_path: Any, mode: str | None) -> None:
+    """The default save mode: creates a missing table, refuses an existing one."""
+    path = str(tmp_path / "t")
+    df, rows = frame(spark, 0, 30, partitions=2)
+    writer = df.write.format("carbonlite")
+    if mode is not None:
+        writer = writer.mode(mode)
+    writer.save(path)
+    t = open_table(path)
+    assert t.version == 1
+    assert_same_rows(t.to_arrow(), rows)
+    assert_one_write_commit(path, 1, 30, 2, mode or "errorifexists")
+
+    again = frame(spark, 100, 10)[0].write.format("carbonlite")
+    if mode is not None:
+        again = again.mode(mode)
+    with pytest.raises(AnalysisException, match="already exists"):
+        again.save(path)
+    t = open_table(path)
+    assert t.version == 1
+    assert_same_rows(t.to_arrow(), rows)
+
+
+def test_ignore_mode(spark: Any, tmp_path: Any) -> None:
+    path = str(tmp_path / "t")
+    df, rows = frame(spark, 0, 30)
+    df.write.format("carbonlite").mode("ignore").save(path)  # missing: written
+    assert open_table(path).version == 1
+    frame(spark, 100, 10)[0].write.format("carbonlite").mode("ignore").save(path)  # exists: no-op
+    t = open_table(path)
+    assert t.version == 1
+    assert_same_rows(t.to_arrow(), rows)
+
+
+def test_option_path_and_table_properties(spark: Any, tmp_path: Any) -> None:
+    path = str(tmp_path / "t")
+    df, rows = frame(spark, 0, 50, partitions=1)
+    (
+        df.write.format("carbonlite")
+        .mode("append")
+        .option("path", path)
+        .option("sortColumns", "id")
+        .option("property.blocklet_max_rows", "10")
+        .save()
+    )
+    t = open_table(path)
+    assert t.sort_columns == ("id",)
+    assert t.properties["blocklet_max_rows"] == "10"
+    assert t.snapshot().segments["0"].num_blocklets == 5
+    assert_same_rows(t.to_arrow(), rows)
+
+
+def test_schema_mismatch_is_refused(spark: Any, tmp_path: Any) -> None:
+    path = str(tmp_path / "t")
+    frame(spark, 0, 5)[0].write.format("carbonlite").mode("append").save(path)
+    other = spark.createDataFrame([(1, 2)], "id long, k int")
+    with pytest.raises(AnalysisException, match="does not match the schema"):
+        other.write.format("carbonlite").mode("append").save(path)
+    assert open_table(path).version == 1

@@ -1,0 +1,249 @@
+"""The streaming source: read limits, commits that change no data, starting positions,
+commits that remove rows, and reading while another writer appends.
+
+Tables are written with the Python API. A "unit" of the source is one file's appended range
+in one commit (after the start), or one whole file of the snapshot the stream starts from;
+``maxFilesPerTrigger`` counts units.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from carbonlite import create_table, open_table
+from tests.spark.streams import data_batches, finish, memory_name, wait_until
+from tests.support.spark_data import SOURCE_DDL, SOURCE_SCHEMA, assert_same_rows, source_rows
+
+pytestmark = pytest.mark.spark
+
+K = 4  # commits in the tables of the read-limit tests
+ROWS = 30  # rows per commit
+
+
+def make_table(path: str, commits: int, *, separate_writers: bool) -> list[pa.Table]:
+    """A table of ``commits`` appends of ``ROWS`` rows; with ``separate_writers`` each append
+    comes from a new Table object (its own writer id, so its own file), else all share one
+    file."""
+    t = create_table(path, SOURCE_SCHEMA)
+    chunks = []
+    for n in range(commits):
+        rows = source_rows(n * ROWS, ROWS)
+        (open_table(path) if separate_writers else t).append(rows)
+        chunks.append(rows)
+    return chunks
+
+
+def read_into_memory(spark: Any, path: str, **options: Any) -> tuple[Any, pa.Table]:
+    """Stream ``path`` with ``options`` into a memory sink (availableNow); the query and rows."""
+    name = memory_name()
+    reader = spark.readStream.format("carbonlite")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    q = finish(
+        reader.load(path)
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(availableNow=True)
+        .start()
+    )
+    rows = spark.sql(f"select * from {name}").toArrow()
+    spark.catalog.dropTempView(name)
+    return q, rows
+
+
+@pytest.mark.parametrize(
+    ("start", "separate_writers", "batches"),
+    [
+        pytest.param("snapshot", True, K, id="snapshot-K-files"),
+        pytest.param("snapshot", False, 1, id="snapshot-one-file"),
+        pytest.param("log", False, K, id="log-K-ranges-of-one-file"),
+    ],
+)
+def test_max_files_per_trigger(
+    spark: Any, tmp_path: Any, start: str, separate_writers: bool, batches: int, stop_queries: None
+) -> None:
+    path = str(tmp_path / "t")
+    chunks = make_table(path, K, separate_writers=separate_writers)
+    options: dict[str, Any] = {"maxFilesPerTrigger": 1}
+    if start == "log":
+        options["startingVersion"] = 1
+    q, rows = read_into_memory(spark, path, **options)
+    assert_same_rows(rows, pa.concat_tables(chunks))
+    got = [p["numInputRows"] for p in data_batches(q)]
+    assert len(got) == batches, f"batch sizes {got}"
+    assert sum(got) == K * ROWS
+
+
+def test_max_rows_per_trigger(spark: Any, tmp_path: Any, stop_queries: None) -> None:
+    path = str(tmp_path / "t")
+    chunks = make_table(path, K, separate_writers=False)
+    q, rows = read_into_memory(spark, path, startingVersion=1, maxRowsPerTrigger=2 * ROWS + 10)
+    assert_same_rows(rows, pa.concat_tables(chunks))
+    assert [p["numInputRows"] for p in data_batches(q)] == [2 * ROWS, 2 * ROWS]
+
+
+def test_max_bytes_per_trigger(spark: Any, tmp_path: Any, stop_queries: None) -> None:
+    path = str(tmp_path / "t")
+    chunks = make_table(path, K, separate_writers=True)
+    # A unit's size is the bytes of its blocklets as stored (file headers not included).
+    sizes = [
+        sum(b.length for b in f.blocklets) for _, f in open_table(path).snapshot().iter_files()
+    ]
+    assert len(sizes) == K and max(sizes) < 1.2 * min(sizes)
+    limit = int(2.5 * max(sizes))  # two files fit, three do not
+    q, rows = read_into_memory(spark, path, maxBytesPerTrigger=limit)
+    assert_same_rows(rows, pa.concat_tables(chunks))
+    assert [p["numInputRows"] for p in data_batches(q)] == [2 * ROWS, 2 * ROWS]
+
+
+def test_metadata_commit_in_the_middle_is_not_delivered(
+    spark: Any, tmp_path: Any, stop_queries: None
+) -> None:
+    """``add_columns`` commits with data_change=false between two appends: the stream crosses
+    it without a batch and without delivering any row again."""
+    path = str(tmp_path / "t")
+    chunks = make_table(path, 2, separate_writers=False)
+    t = open_table(path)
+    t.add_columns(pa.field("x", pa.string()))
+    assert not t.history(limit=1)[0].data_change
+    extra = source_rows(1_000, ROWS).append_column("x", pa.array(["new"] * ROWS))
+    t.append(extra)
+    q, rows = read_into_memory(spark, path, startingVersion=1, maxFilesPerTrigger=1)
+    old = pa.concat_tables(chunks)
+    expected = pa.concat_tables(
+        [old.append_column("x", pa.nulls(old.num_rows, pa.string())), extra]
+    )
+    assert_same_rows(rows, expected)
+    assert [p["numInputRows"] for p in data_batches(q)] == [ROWS, ROWS, ROWS]
+
+
+def test_metadata_commit_between_runs(spark: Any, tmp_path: Any, stop_queries: None) -> None:
+    """A query restarted after an ``add_columns`` commit delivers only the rows appended
+    after its last batch (into a CarbonLite sink, with the columns it was started with)."""
+    path, sink, ck = str(tmp_path / "t"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    chunks = make_table(path, 2, separate_writers=True)
+
+    def run() -> Any:
+        return finish(
+            spark.readStream.format("carbonlite")
+            .schema(SOURCE_DDL)
+            .load(path)
+            .writeStream.format("carbonlite")
+            .option("checkpointLocation", ck)
+            .trigger(availableNow=True)
+            .start(sink)
+        )
+
+    run()
+    assert_same_rows(open_table(sink).to_arrow(), pa.concat_tables(chunks), context="run 1")
+    t = open_table(path)
+    t.add_columns(pa.field("x", pa.string()))
+    t.append(source_rows(500, ROWS).append_column("x", pa.array(["new"] * ROWS)))
+    q = run()
+    assert [p["numInputRows"] for p in data_batches(q)] == [ROWS]
+    expected = pa.concat_tables([*chunks, source_rows(500, ROWS)])
+    assert_same_rows(open_table(sink).to_arrow(), expected, context="run 2")
+
+
+def test_starting_version_number(spark: Any, tmp_path: Any, stop_queries: None) -> None:
+    path = str(tmp_path / "t")
+    chunks = make_table(path, 3, separate_writers=False)  # versions 1, 2, 3
+    _, rows = read_into_memory(spark, path, startingVersion=2)
+    assert_same_rows(rows, pa.concat_tables(chunks[1:]))
+
+
+@pytest.mark.parametrize("start", ["latest", "default"])
+def test_starting_version_latest_and_default(
+    spark: Any, tmp_path: Any, start: str, stop_queries: None
+) -> None:
+    """``latest``: only commits made after the query started. Default: the table as it was at
+    the start (a snapshot), then every later commit."""
+    path, sink, ck = str(tmp_path / "t"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    chunks = make_table(path, 2, separate_writers=False)
+
+    def run() -> Any:
+        reader = spark.readStream.format("carbonlite")
+        if start == "latest":
+            reader = reader.option("startingVersion", "latest")
+        return finish(
+            reader.load(path)
+            .writeStream.format("carbonlite")
+            .option("checkpointLocation", ck)
+            .trigger(availableNow=True)
+            .start(sink)
+        )
+
+    first = run()
+    seen = [] if start == "latest" else chunks
+    assert sum(p["numInputRows"] for p in first.recentProgress) == sum(c.num_rows for c in seen)
+    later = source_rows(900, 7)
+    open_table(path).append(later)
+    run()
+    assert_same_rows(open_table(sink).to_arrow(), pa.concat_tables([*seen, later]))
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_overwrite_commit_in_stream(
+    spark: Any, tmp_path: Any, skip: bool, stop_queries: None
+) -> None:
+    path = str(tmp_path / "t")
+    t = create_table(path, SOURCE_SCHEMA)
+    before, replaced, after = source_rows(0, 10), source_rows(100, 10), source_rows(200, 10)
+    t.append(before)
+    t.overwrite(replaced)
+    t.append(after)
+    if not skip:
+        with pytest.raises(StreamingQueryException, match="skipChangeCommits=true") as info:
+            read_into_memory(spark, path, startingVersion=1)
+        assert "version 2" in str(info.value) and "removed rows" in str(info.value)
+        return
+    _, rows = read_into_memory(spark, path, startingVersion=1, skipChangeCommits="true")
+    assert_same_rows(rows, pa.concat_tables([before, after]))
+
+
+def test_read_while_a_writer_appends(spark: Any, tmp_path: Any, stop_queries: None) -> None:
+    """A Python writer commits into the table while the stream reads it with processing-time
+    triggers; once the writer is done and the stream caught up, every row arrived once."""
+    path = str(tmp_path / "t")
+    t = create_table(path, SOURCE_SCHEMA, properties={"blocklet_max_rows": "8"})
+    t.append(source_rows(0, 20))
+    name = memory_name()
+    q = (
+        spark.readStream.format("carbonlite")
+        .option("maxFilesPerTrigger", 2)
+        .load(path)
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+    wait_until(lambda: bool(data_batches(q)), what="the first batch")
+    errors: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            writer = open_table(path)
+            for n in range(1, 13):
+                writer.append(source_rows(n * 100, 15 + n))
+                time.sleep(0.15)
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    thread.join(120)
+    assert not errors, errors
+    q.processAllAvailable()
+    q.stop()
+    assert q.exception() is None
+    rows = spark.sql(f"select * from {name}").toArrow()
+    spark.catalog.dropTempView(name)
+    assert_same_rows(rows, open_table(path).to_arrow())
+    assert rows.num_rows == 20 + sum(15 + n for n in range(1, 13))
+    assert len(data_batches(q)) >= 3, "the stream did not read while the writer was appending"

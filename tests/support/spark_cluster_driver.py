@@ -1,0 +1,91 @@
+"""A driver on ``local-cluster[2,1,1024]``: separate executor JVMs, each with its own Python
+workers, and the driver in another process again.
+
+    python -m tests.support.spark_cluster_driver '{"dir": ..., "files": 3, "rows": 400}'
+
+Writes ``files`` parquet files of ``rows`` rows into ``<dir>/source``, streams them into the
+table ``<dir>/table`` (``maxFilesPerTrigger=1``, ``availableNow``), reads the table back with
+``spark.read`` (all of it, and with a filter), checks every row against the source, and prints
+one JSON line with what it saw. Exit code 0 when every check passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    import carbonlite.spark
+    from tests.support.spark_data import SOURCE_DDL, assert_same_rows, write_source_files
+
+    source = os.path.join(spec["dir"], "source")
+    table = os.path.join(spec["dir"], "table")
+    files = write_source_files(source, spec["files"], spec["rows"])
+    expected = pa.concat_tables(files)
+
+    spark = (
+        SparkSession.builder.master("local-cluster[2,1,1024]")
+        .appName("carbonlite-cluster-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .config("spark.executorEnv.PYTHONPATH", repo)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    carbonlite.spark.register(spark)
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
+    deadline = time.monotonic() + 120
+    while status().size() < 3 and time.monotonic() < deadline:  # the driver and 2 executors
+        time.sleep(0.5)
+    summary: dict[str, Any] = {"executors": status().size() - 1}
+    query = (
+        spark.readStream.schema(SOURCE_DDL)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(source)
+        .repartition(2)
+        .writeStream.format("carbonlite")
+        .option("checkpointLocation", os.path.join(spec["dir"], "checkpoint"))
+        .trigger(availableNow=True)
+        .start(table)
+    )
+    query.awaitTermination()
+    summary["batches"] = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
+    summary["query_id"] = query.id
+
+    df = spark.read.format("carbonlite").load(table)
+    got = df.toArrow()
+    summary["rows"] = got.num_rows
+    summary["distinct_ids"] = df.select("id").distinct().count()
+    summary["sum_ids"] = int(df.agg({"id": "sum"}).collect()[0][0])
+    low, high = spec["rows"] // 2, spec["rows"] + spec["rows"] // 2
+    summary["filtered_rows"] = df.where(f"id >= {low} and id < {high}").count()
+    # The Python workers' parents: one pyspark daemon per executor JVM.
+    summary["worker_parents"] = len(
+        set(spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getppid()).collect())
+    )
+    try:
+        assert_same_rows(got, expected, context="spark.read on local-cluster")
+        summary["same_rows"] = True
+    except AssertionError as exc:
+        summary["same_rows"] = False
+        summary["problem"] = str(exc)
+    spark.stop()
+    print(json.dumps(summary), flush=True)
+    return 0 if summary["same_rows"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
