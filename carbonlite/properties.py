@@ -65,10 +65,10 @@ def parse_size(text: str) -> int:
 
 
 def parse_duration(text: str) -> float:
-    """``"7d"``, ``"168 hours"``, ``"30 s"`` -> seconds."""
+    """``"7d"``, ``"168 hours"``, ``"30 s"``, ``"0"`` (seconds) -> seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _DURATION_UNITS:
-        raise ValueError(f"{text!r} is not a duration such as 30s, 12h or 7d")
+        raise ValueError(f"{text!r} is not a duration such as 30s, 12h, 7d or 3600 (seconds)")
     return float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
 
 
@@ -149,7 +149,7 @@ PROPERTIES: dict[str, PropertySpec] = {
         "false", _bool, "hand off finished streaming segments after a roll-over"
     ),
     "handoff_blocklet_rows": PropertySpec(
-        "262144", _positive_int, "rows per blocklet in segments written by handoff and compaction"
+        "131072", _positive_int, "rows per blocklet in segments written by handoff and compaction"
     ),
     "deleted_data_retention": PropertySpec(
         "7d", parse_duration, "clean keeps data no version younger than this needs"

@@ -263,8 +263,10 @@ class Table:
         if props.auto_handoff:
             rolled = any(
                 s.status == "STREAMING_FINISH"
-                and before.segments.get(s.segment_id) is not None
-                and before.segments[s.segment_id].status == "STREAMING"
+                and (
+                    s.segment_id not in before.segments
+                    or before.segments[s.segment_id].status == "STREAMING"
+                )
                 for s in self._snapshot.segments.values()
             )
             if rolled:

@@ -23,7 +23,7 @@ from carbonlite.cli.describe import (
     describe_table,
     jsonable,
 )
-from carbonlite.errors import CarbonLiteError
+from carbonlite.errors import CarbonLiteError, InvalidOptionError
 from carbonlite.table import Table, open_table
 
 __all__ = ["app", "console", "emit", "fail_cleanly", "human_bytes", "open_for_cli"]
@@ -61,10 +61,12 @@ def fail_cleanly(fn: F) -> F:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             extra = str(exc).splitlines()[1:]
             err_console.print(
-                f"[bold red]error:[/bold red] {type(exc).__name__}: {message}", highlight=False
+                f"[bold red]error:[/bold red] {type(exc).__name__}: {escape(message)}",
+                highlight=False,
+                soft_wrap=True,
             )
             for line in extra:
-                err_console.print(f"  {line.strip()}", highlight=False)
+                err_console.print(f"  {escape(line.strip())}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -85,7 +87,16 @@ def human_bytes(n: int) -> str:
 
 
 def open_for_cli(path: str, storage_options: str | None) -> Table:
-    options = json.loads(storage_options) if storage_options else None
+    options = None
+    if storage_options:
+        try:
+            options = json.loads(storage_options)
+        except ValueError as exc:
+            raise InvalidOptionError(f"--storage-options is not valid JSON: {exc}") from None
+        if not isinstance(options, dict):
+            raise InvalidOptionError(
+                f"--storage-options must be a JSON object, not {storage_options!r}"
+            )
     return open_table(path, storage_options=options)
 
 

@@ -219,5 +219,7 @@ def plan_compaction(
             f"unknown compaction type {kind!r}; use 'minor', 'major', 'custom' or 'handoff'"
         )
     if segments and kind != "custom":
-        raise InvalidOptionError("segments=... is only for compact('custom', segments=[...])")
+        raise InvalidOptionError(
+            f"segments can only be named for a custom compaction, not for {kind!r}"
+        )
     return CompactionPlan(kind, snapshot.version, tuple(tasks))

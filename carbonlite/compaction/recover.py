@@ -4,10 +4,11 @@ A crash leaves two kinds of debris: bytes past a file's committed length (a torn
 uncommitted append) and files no version references (a writer or compaction that died before
 committing). Neither is ever visible to readers; ``recover`` reclaims the space.
 
-It is safe while writers run: it never touches committed bytes, and it leaves alone every
-file modified within ``min_age`` (default one hour), because a live writer may still be about
-to commit what it just wrote. Writers and compactions also re-check their files right before
-committing.
+It is safe while writers run: it never touches committed bytes; it leaves alone a stream file
+whose writer holds its lock (a live writer may still commit what it wrote), and every file
+modified within ``min_age`` (default one hour). Log temporary files younger than a minute are
+never touched (a commit may be linking them). Writers and compactions also re-check their
+files right before committing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 
 from carbonlite.metadata import Log, Snapshot
 from carbonlite.metadata.log import META_DIR
+from carbonlite.storage import Storage
+from carbonlite.writer.append import owner_lock_paths
 
 __all__ = ["DEFAULT_MIN_AGE_SECONDS", "RecoverResult", "recover"]
 
@@ -32,7 +35,14 @@ class RecoverResult:
     """Files deleted (or to be) because no version references them."""
     bytes_freed: int
     skipped_recent: tuple[str, ...]
-    """Files with debris left alone because they changed within ``min_age``."""
+    """Files with debris left alone: changed within ``min_age``, or held by a live writer."""
+
+
+_TMP_MIN_AGE_SECONDS = 60.0
+
+
+def _held_by_live_writer(storage: Storage, root: str, rel: str) -> bool:
+    return any(storage.is_locked(path) for path in owner_lock_paths(storage, root, rel))
 
 
 def _referenced(snapshot: Snapshot) -> dict[str, int]:
@@ -47,7 +57,8 @@ def recover(
     snapshot = log.update(snapshot)
     storage, root = log.storage, log.root
     referenced = _referenced(snapshot)
-    cutoff = time.time() - min_age_seconds
+    now = time.time()
+    cutoff = now - min_age_seconds
     prefix = root.rstrip("/") + "/"
     truncated: list[tuple[str, int, int]] = []
     orphans: list[str] = []
@@ -58,7 +69,7 @@ def recover(
         committed = referenced.get(rel)
         if committed is not None and status.size <= committed:
             continue
-        if status.mtime > cutoff:
+        if status.mtime > cutoff or _held_by_live_writer(storage, root, rel):
             skipped.append(rel)
             continue
         if committed is None:
@@ -73,7 +84,7 @@ def recover(
                 storage.truncate(status.path, committed)
     for status in storage.list(storage.join(root, META_DIR), recursive=True):
         name = status.path.rsplit("/", 1)[-1]
-        if name.startswith(".tmp-") and status.mtime <= cutoff:
+        if name.startswith(".tmp-") and status.mtime <= min(cutoff, now - _TMP_MIN_AGE_SECONDS):
             rel = status.path[len(prefix) :]
             orphans.append(rel)
             freed += status.size

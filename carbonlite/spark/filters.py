@@ -71,7 +71,7 @@ def to_expression(f: Any, types: dict[str, pa.DataType]) -> pc.Expression | None
             return functools.reduce(operator.or_, (field == v for v in values))
         # A long list: Arrow's is_in gives false for a null row where Spark gives null, so
         # nulls are mapped to null first; the range in front lets pruning use the bounds.
-        ordered = sorted(values, key=lambda v: v.as_py())
+        ordered = sorted((v for v in values if v is not None), key=lambda v: v.as_py())
         exact = pc.if_else(
             field.is_null(),
             pa.scalar(None, pa.bool_()),

@@ -173,6 +173,10 @@ class Storage(abc.ABC):
         their writers never truncate or append to an existing object."""
         return nullcontext()
 
+    def is_locked(self, path: str) -> bool:
+        """Whether a live holder has :meth:`lock` ``path`` now (never creates anything)."""
+        return False
+
     def delete_empty_dirs(self, path: str) -> None:  # noqa: B027 - object stores have no dirs
         """Remove empty directories under (and including) ``path``, where dirs exist."""
 

@@ -221,6 +221,19 @@ class LocalStorage(Storage):
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
+    def is_locked(self, path: str) -> bool:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
     def delete_empty_dirs(self, path: str) -> None:
         if not os.path.isdir(path):
             return

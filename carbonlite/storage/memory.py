@@ -138,6 +138,11 @@ class MemoryStorage(Storage):
         with _LOCK:
             return self.fs.store.pop(path, None) is not None
 
+    def is_locked(self, path: str) -> bool:
+        with _LOCK:
+            held = _OWNER_LOCKS.get(path)
+        return held is not None and held.locked()
+
     @contextmanager
     def lock(self, path: str, *, timeout: float) -> Iterator[None]:
         with _LOCK:

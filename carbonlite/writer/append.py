@@ -40,12 +40,23 @@ from carbonlite.storage import Storage
 from carbonlite.writer.batches import TableData, conformed_batches
 from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 
-__all__ = ["AppendCommit", "CommitResult", "TableWriter", "now_ms"]
+__all__ = ["AppendCommit", "CommitResult", "TableWriter", "now_ms", "owner_lock_paths"]
 
 _MAX_RELOCATIONS = 10
 LOCK_DIR = "_carbonlite/locks"
 WRITER_LOCK_TIMEOUT = 60.0
 """Seconds a writer waits for another live writer with the same id before giving up."""
+
+
+def owner_lock_paths(storage: Storage, root: str, file: str) -> list[str]:
+    """The locks a live writer of ``file`` holds while it may still commit bytes to it:
+    ``<writer id>`` for a table writer's ``<writer id>-<n>.cblt``, the file's own name for a
+    Spark task's ``<tag>-p<partition>-a<attempt>.cblt``."""
+    stem = file.rsplit("/", 1)[-1].removesuffix(".cblt")
+    names = [stem]
+    if "-" in stem:
+        names.append(stem.rsplit("-", 1)[0])
+    return [storage.join(root, LOCK_DIR, f"{name}.lock") for name in names]
 
 
 def now_ms() -> int:
@@ -299,6 +310,7 @@ class TableWriter:
     def _commit(
         self, log: Log, snapshot: Snapshot, pending: AppendCommit, rows: int, read_version: int
     ) -> tuple[CommitResult, Snapshot]:
+        self._check_written(pending)
         for _ in range(_MAX_RELOCATIONS):
             try:
                 committed = commit(log, snapshot, pending)
@@ -314,6 +326,21 @@ class TableWriter:
             f"this writer {_MAX_RELOCATIONS} times",
             read_version=read_version,
         )
+
+    def _check_written(self, pending: AppendCommit) -> None:
+        """Refuse to commit bytes that are no longer there (a file removed or cut behind the
+        writer's back, e.g. by ``recover`` with a tiny ``min_age``)."""
+        for a in pending.appends:
+            path = self.storage.join(self.root, a.file)
+            try:
+                size = self.storage.size(path)
+            except FileNotFoundError:
+                size = -1
+            if size < a.end:
+                raise CommitConflictError(
+                    f"{a.file!r} no longer holds the {a.end - a.start} bytes this writer appended "
+                    f"(it has {max(size, 0)} of {a.end}); nothing was committed, append again"
+                )
 
     def relocate(self, snapshot: Snapshot, pending: AppendCommit) -> AppendCommit:
         """``pending`` with its blocklets copied into the segment that now takes appends."""

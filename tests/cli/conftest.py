@@ -1,0 +1,70 @@
+"""Running the ``carbonlite`` command in-process (typer's CliRunner) on small local tables."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import carbonlite as cl
+import carbonlite.cli.demo_cmd
+import carbonlite.cli.maintenance
+from carbonlite.cli import app
+from tests.compaction.lifecycle import SCHEMA, make_rows
+
+SEGMENT_ROWS = 40
+FINISHED = 5
+STREAMING_ROWS = 30
+TOTAL_ROWS = FINISHED * SEGMENT_ROWS + STREAMING_ROWS
+
+
+@dataclass
+class Run:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def invoke(*args: object) -> Run:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a crash, not an error the command reported
+    return Run(result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def cli() -> Callable[..., Run]:
+    return invoke
+
+
+def make_table(path: Path) -> cl.Table:
+    """Segments 0..4 STREAMING_FINISH (40 rows each, two appends), segment 5 STREAMING (30)."""
+    t = cl.create_table(
+        path,
+        SCHEMA,
+        sort_columns=["ts"],
+        properties={"blocklet_max_rows": "25", "handoff_blocklet_rows": "64"},
+    )
+    n = 0
+    for _ in range(FINISHED):
+        for _ in range(2):
+            t.append(make_rows(range(n, n + SEGMENT_ROWS // 2)))
+            n += SEGMENT_ROWS // 2
+        t.finish_streaming()
+    t.append(make_rows(range(n, n + STREAMING_ROWS)))
+    return t
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    path = tmp_path / "events"
+    make_table(path)
+    return path

@@ -1,0 +1,166 @@
+"""``inspect``, ``segments`` and ``history``: human tables and ``--json`` holding the same
+numbers as the Python API; ``--help`` for the app and every command."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import carbonlite as cl
+from carbonlite.cli import app
+from tests.cli.conftest import FINISHED, SEGMENT_ROWS, STREAMING_ROWS, TOTAL_ROWS, Run
+
+COMMANDS = [
+    "inspect",
+    "segments",
+    "history",
+    "compact",
+    "handoff",
+    "clean",
+    "recover",
+    "verify",
+    "demo",
+]
+
+
+def test_every_command_is_registered() -> None:
+    names = {c.name or c.callback.__name__ for c in app.registered_commands}  # type: ignore[union-attr]
+    assert names == set(COMMANDS)
+
+
+def test_app_help(cli: Callable[..., Run]) -> None:
+    run = cli("--help")
+    assert run.exit_code == 0
+    assert "Usage" in run.stdout
+    for name in COMMANDS:
+        assert name in run.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_command_help(cli: Callable[..., Run], command: str) -> None:
+    run = cli(command, "--help")
+    assert run.exit_code == 0, run.stderr
+    assert f"carbonlite {command}" in run.stdout
+    if command not in ("demo",):
+        assert "--json" in run.stdout
+
+
+def test_inspect_json(cli: Callable[..., Run], table: Path) -> None:
+    run = cli("inspect", table, "--json")
+    assert run.exit_code == 0, run.stderr
+    info = run.json()
+    t = cl.open_table(table)
+    assert info["version"] == t.version == 16
+    assert info["table_id"] == t.table_id
+    assert [f["name"] for f in info["schema"]] == ["id", "ts", "name", "value"]
+    assert info["schema"][0] == {"name": "id", "type": "int64", "nullable": False}
+    assert info["sort_columns"] == ["ts"]
+    assert info["properties"] == {"blocklet_max_rows": "25", "handoff_blocklet_rows": "64"}
+    snap = t.snapshot()
+    assert info["summary"] == {
+        "segments": FINISHED + 1,
+        "live_segments": FINISHED + 1,
+        "files": FINISHED + 1,
+        "blocklets": sum(f.num_blocklets for _, f in snap.iter_files()),
+        "rows": TOTAL_ROWS,
+        "bytes": sum(f.committed_length for _, f in snap.iter_files()),
+    }
+    assert [(s["id"], s["status"], s["rows"]) for s in info["segments"]] == [
+        *((str(i), "STREAMING_FINISH", SEGMENT_ROWS) for i in range(FINISHED)),
+        ("5", "STREAMING", STREAMING_ROWS),
+    ]
+    assert "blocklets" not in info
+
+
+def test_inspect_blocklets_json(cli: Callable[..., Run], table: Path) -> None:
+    info = cli("inspect", table, "--blocklets", "--json").json()
+    t = cl.open_table(table)
+    entries = [(f.path, b) for _, f in t.snapshot().iter_files() for b in f.blocklets]
+    assert len(info["blocklets"]) == len(entries) == info["summary"]["blocklets"]
+    assert sum(b["rows"] for b in info["blocklets"]) == TOTAL_ROWS
+    for shown, (path, entry) in zip(info["blocklets"], entries, strict=True):
+        assert (shown["file"], shown["offset"], shown["length"], shown["rows"]) == (
+            path,
+            entry.offset,
+            entry.length,
+            entry.num_rows,
+        )
+        assert shown["columns"]["id"]["min"] == entry.stats["id"].min
+        assert shown["columns"]["id"]["max"] == entry.stats["id"].max
+        assert shown["columns"]["ts"]["min"].startswith("2026-01-01")  # shown as a timestamp
+    assert {b["segment"] for b in info["blocklets"]} == {str(i) for i in range(FINISHED + 1)}
+
+
+def test_inspect_version_time_travels(cli: Callable[..., Run], table: Path) -> None:
+    info = cli("inspect", table, "--version", 4, "--json").json()
+    assert info["version"] == 4
+    assert info["summary"]["rows"] == 3 * SEGMENT_ROWS // 2  # three appends of 20 rows
+    assert [(s["id"], s["status"]) for s in info["segments"]] == [
+        ("0", "STREAMING_FINISH"),
+        ("1", "STREAMING"),
+    ]
+    short = cli("inspect", table, "-v", 0, "--json").json()
+    assert short["summary"]["rows"] == 0 and short["segments"] == []
+
+
+def test_inspect_human(cli: Callable[..., Run], table: Path) -> None:
+    run = cli("inspect", table)
+    assert run.exit_code == 0, run.stderr
+    out = run.stdout
+    assert f"Table {cl.open_table(table).path}" in out
+    assert "version 16" in out
+    assert "ts (sort)" in out
+    assert "handoff_blocklet_rows" in out
+    assert f"{FINISHED + 1} live of {FINISHED + 1} segments" in out
+    assert f"{TOTAL_ROWS:,} rows" in out
+    assert "STREAMING_FINISH" in out
+    assert "Blocklets" not in out
+    with_blocklets = cli("inspect", table, "--blocklets").stdout
+    assert "Blocklets" in with_blocklets and "ts min..max" in with_blocklets
+
+
+def test_segments(cli: Callable[..., Run], table: Path) -> None:
+    t = cl.open_table(table)
+    t.handoff()
+    rows = cli("segments", table, "--json").json()
+    api = {s.id: s for s in t.segments()}
+    assert [r["id"] for r in rows] == list(api)
+    for r in rows:
+        s = api[r["id"]]
+        assert (r["status"], r["format"], r["level"], r["rows"], r["bytes"], r["files"]) == (
+            s.status,
+            s.format,
+            s.level,
+            s.rows,
+            s.bytes,
+            s.files,
+        )
+        assert r["merged_into"] == s.merged_into
+        assert r["created_version"] == s.created_version
+    assert {r["id"]: r["merged_into"] for r in rows if r["status"] == "COMPACTED"} == {
+        str(i): f"{i}.0" for i in range(FINISHED)
+    }
+    streaming = next(r for r in rows if r["status"] == "STREAMING")
+    assert streaming["end_time"] is None
+    old = cli("segments", table, "--version", 3, "--json").json()
+    assert [(r["id"], r["status"]) for r in old] == [("0", "STREAMING_FINISH")]
+    human = cli("segments", table).stdout
+    assert "merged into" in human and "0.0" in human and "COLUMNAR" in human
+
+
+def test_history(cli: Callable[..., Run], table: Path) -> None:
+    t = cl.open_table(table)
+    t.handoff()
+    rows = cli("history", table, "--json").json()
+    assert [r["version"] for r in rows] == list(range(17, -1, -1))
+    top = rows[0]
+    assert (top["operation"], top["data_change"]) == ("HANDOFF", False)
+    assert top["parameters"]["merged_into"] == "0.0,1.0,2.0,3.0,4.0"
+    assert top["rows_added"] == top["rows_removed"] == FINISHED * SEGMENT_ROWS
+    assert rows[1]["operation"] == "APPEND" and rows[1]["rows_added"] == STREAMING_ROWS
+    assert rows[-1]["operation"] == "CREATE TABLE"
+    assert [r["version"] for r in cli("history", table, "-n", 3, "--json").json()] == [17, 16, 15]
+    human = cli("history", table, "--limit", 2).stdout
+    assert "HANDOFF" in human and "APPEND" in human and "CREATE TABLE" not in human
