@@ -41,8 +41,8 @@ from carbonlite.metadata import (
 )
 from carbonlite.properties import TableProperties, validate_properties
 from carbonlite.reader.changes import read_changes
-from carbonlite.reader.expression import FilterLike, parse_filter
-from carbonlite.reader.planner import ScanPlan, Split, plan_scan
+from carbonlite.reader.expression import Filter, FilterLike, parse_filter
+from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
 from carbonlite.reader.scan import SplitReader, read_splits, scan_plan
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, TableWriter, now_ms
@@ -400,6 +400,13 @@ class Table:
 
     # --- reading ------------------------------------------------------------------------------
 
+    def _plan(
+        self, columns: Sequence[str] | None, filter: FilterLike, version: int | None
+    ) -> tuple[ScanPlan, Filter | None]:
+        snap = self.snapshot(version)
+        parsed = parse_filter(filter, snap.schema, where=repr(self.path))
+        return plan_scan(snap, columns=columns, filter=parsed), parsed
+
     def plan_splits(
         self,
         *,
@@ -408,9 +415,7 @@ class Table:
         version: int | None = None,
     ) -> ScanPlan:
         """Which blocklets a scan reads, grouped into splits, pruned by statistics only."""
-        snap = self.snapshot(version)
-        parsed = parse_filter(filter, snap.schema, where=repr(self.path))
-        return plan_scan(snap, columns=columns, filter=parsed)
+        return self._plan(columns, filter, version)[0]
 
     def read_split(
         self,
@@ -423,12 +428,12 @@ class Table:
         """The rows of one split (from :meth:`plan_splits`), filtered and projected."""
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
-        plan = plan_scan(snap, columns=columns, filter=None)
+        schema = project_schema(snap.schema, columns, where=repr(self.path))
         reader = SplitReader(
             self.storage, self.root, snap.schema, storage_options=self.storage_options
         )
         try:
-            yield from read_splits(reader, [split], plan.schema, parsed)
+            yield from read_splits(reader, [split], schema, parsed)
         finally:
             reader.close()
 
@@ -440,9 +445,7 @@ class Table:
         version: int | None = None,
     ) -> pa.RecordBatchReader:
         """Rows of the table (at ``version``), pruned by min/max, filtered exactly."""
-        snap = self.snapshot(version)
-        parsed = parse_filter(filter, snap.schema, where=repr(self.path))
-        plan = plan_scan(snap, columns=columns, filter=parsed)
+        plan, parsed = self._plan(columns, filter, version)
         return scan_plan(
             self.storage, self.root, plan, parsed, storage_options=self.storage_options
         )

@@ -70,10 +70,10 @@ def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> list[str]:
     for c in reversed(listing.checkpoints):
         if c > latest.version:
             continue
-        try:
-            stamp = log.read_checkpoint(c).timestamp
-        except FileNotFoundError:
+        checkpoint = log.try_read_checkpoint(c)
+        if checkpoint is None:  # missing or damaged: not one to keep the log from
             continue
+        stamp = checkpoint.timestamp
         if stamp < cutoff_ms:
             keep_from = c
             break

@@ -4,22 +4,27 @@ A crash leaves two kinds of debris: bytes past a file's committed length (a torn
 uncommitted append) and files no version references (a writer or compaction that died before
 committing). Neither is ever visible to readers; ``recover`` reclaims the space.
 
-It is safe while writers run: it never touches committed bytes; it leaves alone a stream file
-whose writer holds its lock (a live writer may still commit what it wrote), and every file
-modified within ``min_age`` (default one hour). Log temporary files younger than a minute are
-never touched (a commit may be linking them). Writers and compactions also re-check their
-files right before committing.
+It is safe while writers run: it never touches committed bytes. It leaves alone every file
+modified within ``min_age`` (default one hour) and a stream file whose writer holds its lock;
+it acts on a file only while holding that file's owner locks and after re-reading the log, so
+a writer that just committed is seen. Log temporary files younger than a minute are never
+touched (a commit may be linking them). Writers and compactions re-check their files right
+before committing. It also removes checkpoint indexes whose document was never written and
+lock files nobody has held for ``min_age``.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
+from carbonlite.errors import WriterConflictError
 from carbonlite.metadata import Log, Snapshot
-from carbonlite.metadata.log import META_DIR
+from carbonlite.metadata.log import INDEX_SUFFIX, META_DIR
 from carbonlite.storage import Storage
-from carbonlite.writer.append import owner_lock_paths
+from carbonlite.writer.append import LOCK_DIR, owner_lock_paths
 
 __all__ = ["DEFAULT_MIN_AGE_SECONDS", "RecoverResult", "recover"]
 
@@ -51,6 +56,19 @@ def _referenced(snapshot: Snapshot) -> dict[str, int]:
     }
 
 
+@contextmanager
+def _owning(storage: Storage, root: str, rel: str) -> Iterator[None]:
+    """Hold the existing owner locks of ``rel`` (WriterConflictError if a writer holds one).
+
+    Writers create their lock before they write, so a file without one has no live writer.
+    """
+    with ExitStack() as stack:
+        for path in owner_lock_paths(storage, root, rel):
+            if storage.exists(path):
+                stack.enter_context(storage.lock(path, timeout=0))
+        yield
+
+
 def recover(
     log: Log, snapshot: Snapshot, *, dry_run: bool, min_age_seconds: float = DEFAULT_MIN_AGE_SECONDS
 ) -> RecoverResult:
@@ -72,22 +90,60 @@ def recover(
         if status.mtime > cutoff or _held_by_live_writer(storage, root, rel):
             skipped.append(rel)
             continue
-        if committed is None:
-            orphans.append(rel)
-            freed += status.size
-            if not dry_run:
-                storage.delete(status.path)
-        elif storage.supports_append:
-            truncated.append((rel, status.size, committed))
-            freed += status.size - committed
-            if not dry_run:
-                storage.truncate(status.path, committed)
-    for status in storage.list(storage.join(root, META_DIR), recursive=True):
+        if dry_run:
+            if committed is None:
+                orphans.append(rel)
+                freed += status.size
+            elif storage.supports_append:
+                truncated.append((rel, status.size, committed))
+                freed += status.size - committed
+            continue
+        try:
+            with _owning(storage, root, rel):
+                # Under the lock, with the log as of now: the writer may have just committed.
+                snapshot = log.update(snapshot)
+                committed = _referenced(snapshot).get(rel)
+                try:
+                    size = storage.size(status.path)
+                except FileNotFoundError:
+                    continue
+                if committed is None:
+                    storage.delete(status.path)
+                    orphans.append(rel)
+                    freed += size
+                elif size > committed and storage.supports_append:
+                    storage.truncate(status.path, committed)
+                    truncated.append((rel, size, committed))
+                    freed += size - committed
+        except WriterConflictError:
+            skipped.append(rel)
+    listing = storage.list(storage.join(root, META_DIR), recursive=True)
+    documents = {s.path.rsplit("/", 1)[-1] for s in listing}
+    for status in listing:
         name = status.path.rsplit("/", 1)[-1]
-        if name.startswith(".tmp-") and status.mtime <= min(cutoff, now - _TMP_MIN_AGE_SECONDS):
-            rel = status.path[len(prefix) :]
+        rel = status.path[len(prefix) :]
+        old = status.mtime <= cutoff
+        stray = (
+            name.startswith(".tmp-") and status.mtime <= min(cutoff, now - _TMP_MIN_AGE_SECONDS)
+        ) or (
+            old
+            and name.endswith(INDEX_SUFFIX)
+            and name[: -len(INDEX_SUFFIX)] + ".checkpoint.json" not in documents
+        )
+        if stray:
             orphans.append(rel)
             freed += status.size
             if not dry_run:
                 storage.delete(status.path)
+        elif old and rel.startswith(LOCK_DIR + "/") and not dry_run:
+            _remove_idle_lock(storage, status.path)
     return RecoverResult(dry_run, tuple(truncated), tuple(orphans), freed, tuple(skipped))
+
+
+def _remove_idle_lock(storage: Storage, path: str) -> None:
+    """Delete a lock file nobody holds (locks re-check that their file still exists)."""
+    try:
+        with storage.lock(path, timeout=0):
+            storage.delete(path)
+    except WriterConflictError:
+        pass

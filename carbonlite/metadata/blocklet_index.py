@@ -2,10 +2,11 @@
 
 One Arrow IPC file, one row per blocklet of every file the checkpoint lists, in checkpoint
 order: ``file`` (position of the file in the checkpoint), ``offset``, ``length``, ``rows``, and
-for each table column a struct ``{nulls, nans, min, max}`` (null when the blocklet has no
+for each table column a struct ``stats.<name>`` ``{nulls, nans, min, max}`` (null when the blocklet has no
 statistics for the column, e.g. a column added after it was written). Bounds are typed in the
 column's statistics domain: int64 / uint64 / float64 / bool / string / binary / the column's
-decimal type. Reading it is one Arrow decode, done only when a scan needs the entries.
+decimal type. Statistics columns are named ``stats.<column>``, so a table column named like a
+fixed column cannot clash. The checkpoint document records the index's CRC-32C. Reading it is one Arrow decode, done only when a scan needs the entries.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 
 from carbonlite.errors import CorruptDataError
+from carbonlite.format.layout import crc32c
 from carbonlite.format.stats import ColumnStats
 from carbonlite.format.types import StatKind, stat_kind
 from carbonlite.metadata.actions import BlockletEntry
 
-__all__ = ["BlockletIndex", "encode_blocklet_index"]
+__all__ = ["STATS_PREFIX", "BlockletIndex", "encode_blocklet_index"]
+
+STATS_PREFIX = "stats."
+"""Statistics columns are named ``stats.<column>``: a table column may be named ``file``."""
 
 _BOUND_TYPES: dict[str, pa.DataType] = {
     "int": pa.int64(),
@@ -82,7 +87,7 @@ def encode_blocklet_index(files: Sequence[Sequence[BlockletEntry]], schema: pa.S
         pa.array(rows, pa.int64()),
         *(pa.array(stats[f.name], _stats_type(f.type)) for f in schema),
     ]
-    names = ["file", "offset", "length", "rows", *schema.names]
+    names = ["file", "offset", "length", "rows", *(STATS_PREFIX + n for n in schema.names)]
     table = pa.Table.from_arrays(arrays, names=names)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as writer:
@@ -93,8 +98,11 @@ def encode_blocklet_index(files: Sequence[Sequence[BlockletEntry]], schema: pa.S
 class BlockletIndex:
     """Lazily decodes an index file once; hands out each file's entries."""
 
-    def __init__(self, read: Callable[[], bytes], schema: pa.Schema, *, where: str) -> None:
+    def __init__(
+        self, read: Callable[[], bytes], schema: pa.Schema, *, where: str, crc: int | None = None
+    ) -> None:
         self._read = read
+        self._crc = crc
         self._schema = schema
         self._where = where
         self._files: list[tuple[BlockletEntry, ...]] | None = None
@@ -110,18 +118,24 @@ class BlockletIndex:
         return lambda: self.file(position)
 
     def _decode(self) -> list[tuple[BlockletEntry, ...]]:
+        data = self._read()
+        if self._crc is not None and crc32c(data) != self._crc:
+            raise CorruptDataError(
+                "the checkpoint's blocklet index fails the checksum its document records",
+                path=self._where,
+            )
         try:
-            table = pa.ipc.open_file(pa.py_buffer(self._read())).read_all()
+            table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
             positions = table.column("file").to_pylist()
             offsets = table.column("offset").to_pylist()
             lengths = table.column("length").to_pylist()
             rows = table.column("rows").to_pylist()
             columns = [
-                (name, table.column(name).to_pylist())
+                (name, table.column(STATS_PREFIX + name).to_pylist())
                 for name in self._schema.names
-                if name in table.column_names
+                if STATS_PREFIX + name in table.column_names
             ]
-        except (pa.ArrowException, KeyError, OSError) as exc:
+        except (pa.ArrowException, KeyError, OSError, ValueError) as exc:
             raise CorruptDataError(
                 f"the checkpoint's blocklet index does not decode: {exc}", path=self._where
             ) from None

@@ -83,9 +83,18 @@ def _backoff(attempt: int) -> float:
     return min(0.25, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
 
 
-def commit(log: Log, snapshot: Snapshot, pending: PendingCommit) -> Snapshot:
-    """Commit ``pending`` on top of ``snapshot``; return the snapshot of the committed version."""
-    read_version = snapshot.version
+def commit(
+    log: Log, snapshot: Snapshot, pending: PendingCommit, *, read_version: int | None = None
+) -> Snapshot:
+    """Commit ``pending`` on top of ``snapshot``; return the snapshot of the committed version.
+
+    ``read_version`` is the version the commit was planned on (default: ``snapshot``'s). When
+    ``snapshot`` is newer than that (a committer that refreshed after planning), ``pending``
+    is checked against it first, exactly as against a winner of a race.
+    """
+    if read_version is None:
+        read_version = snapshot.version
+    pending.check(snapshot, read_version)
     for attempt in range(MAX_COMMIT_ATTEMPTS):
         actions = pending.actions(snapshot, read_version)
         version = snapshot.version + 1

@@ -39,6 +39,7 @@ _logger = logging.getLogger(__name__)
 
 META_DIR = "_carbonlite"
 LOG_DIR = f"{META_DIR}/log"
+INDEX_SUFFIX = ".checkpoint.blocklets.arrow"
 _VERSION_RE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
 
@@ -71,7 +72,7 @@ class Log:
         """Every file making up the checkpoint of ``version``: document, then blocklet index."""
         return [
             self.checkpoint_path(version),
-            self.storage.join(self.log_dir, f"{version:020d}.checkpoint.blocklets.arrow"),
+            self.storage.join(self.log_dir, f"{version:020d}{INDEX_SUFFIX}"),
         ]
 
     def read_actions(self, version: int, snapshot: Snapshot | None) -> list[Action]:
@@ -108,7 +109,11 @@ class Log:
     # --- checkpoints --------------------------------------------------------------------------
 
     def read_checkpoint(self, version: int) -> Snapshot:
-        path = self.checkpoint_path(version)
+        """The snapshot of checkpoint ``version``; ``FileNotFoundError`` if its document or its
+        blocklet index is missing (the index itself is only read when entries are needed)."""
+        path, index_path = self.checkpoint_files(version)
+        if not self.storage.exists(index_path):
+            raise FileNotFoundError(self.storage.uri(index_path))
         snapshot = decode_checkpoint(
             self.storage.read(path),
             self.uri,
@@ -151,13 +156,13 @@ class Log:
         """The newest readable checkpoint (the pointer is only a hint), else version 0."""
         pointer = self.last_checkpoint()
         if pointer is not None:
-            snapshot = self._try_checkpoint(pointer)
+            snapshot = self.try_read_checkpoint(pointer)
             if snapshot is not None:
                 return snapshot
         listing = self.listing()
         for c in reversed(listing.checkpoints):
             if c != pointer:
-                snapshot = self._try_checkpoint(c)
+                snapshot = self.try_read_checkpoint(c)
                 if snapshot is not None:
                     return snapshot
         try:
@@ -175,7 +180,8 @@ class Log:
             )
         raise TableNotFoundError(f"no CarbonLite table at {self.uri!r} (no {LOG_DIR}/ found)")
 
-    def _try_checkpoint(self, version: int) -> Snapshot | None:
+    def try_read_checkpoint(self, version: int) -> Snapshot | None:
+        """:meth:`read_checkpoint`, or None when the checkpoint is missing or damaged."""
         try:
             return self.read_checkpoint(version)
         except FileNotFoundError:
@@ -206,7 +212,7 @@ class Log:
         listing = self.listing()
         start: Snapshot | None = None
         for c in reversed([c for c in listing.checkpoints if c <= version]):
-            start = self._try_checkpoint(c)
+            start = self.try_read_checkpoint(c)
             if start is not None:
                 break
         if start is None and listing.versions and listing.versions[0] == 0:
@@ -214,8 +220,8 @@ class Log:
         if start is None:
             earliest = min(listing.checkpoints + listing.versions, default=None)
             raise VersionNotFoundError(
-                f"version {version} of {self.uri!r} is no longer in the log (clean removed it); "
-                f"the earliest version still there is {earliest}"
+                f"version {version} of {self.uri!r} is no longer in the log (removed by clean, "
+                f"or its checkpoint is damaged); the earliest version still there is {earliest}"
             )
         snapshot = start
         while snapshot.version < version:

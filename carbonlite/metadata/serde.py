@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
+from carbonlite.format.layout import crc32c
 from carbonlite.format.stats import ColumnStats, stat_from_json, stat_to_json
 from carbonlite.metadata.actions import (
     Action,
@@ -305,17 +306,19 @@ def encode_checkpoint(snapshot: Snapshot, index_name: str) -> tuple[bytes, bytes
                 "files": entries,
             }
         )
+    index = encode_blocklet_index(files, snapshot.schema)
     doc = {
         "checkpoint": {
             "version": snapshot.version,
             "timestamp": snapshot.timestamp,
             "blocklet_index": index_name,
+            "blocklet_index_crc32c": crc32c(index),
         },
         "metadata": _metadata_to_json(snapshot.metadata),
         "txns": dict(snapshot.txns),
         "segments": segments,
     }
-    return _dumps(doc).encode("utf-8"), encode_blocklet_index(files, snapshot.schema)
+    return _dumps(doc).encode("utf-8"), index
 
 
 def decode_checkpoint(
@@ -328,7 +331,12 @@ def decode_checkpoint(
         metadata = _metadata_from_json(doc["metadata"])
         header = doc["checkpoint"]
         index_name = header["blocklet_index"]
-        index = BlockletIndex(lambda: read_index(index_name), metadata.schema, where=index_name)
+        index = BlockletIndex(
+            lambda: read_index(index_name),
+            metadata.schema,
+            where=f"{where.rsplit('/', 1)[0]}/{index_name}" if "/" in where else index_name,
+            crc=header.get("blocklet_index_crc32c"),
+        )
         segments: dict[str, SegmentState] = {}
         for s in doc["segments"]:
             files = {

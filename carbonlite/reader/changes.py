@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonlite.errors import VersionNotFoundError
 from carbonlite.metadata import BlockletsAppended, CommitInfo, Log, SegmentStatusChanged, Snapshot
 from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -65,7 +66,13 @@ def read_changes(
         snapshot = start
         first = 0 if start is None else start.version + 1
         for version in range(first, end_version + 1):
-            actions = log.read_actions(version, snapshot)
+            try:
+                actions = log.read_actions(version, snapshot)
+            except FileNotFoundError:
+                raise VersionNotFoundError(
+                    f"version {version} of {log.uri!r} is no longer in the log (removed by "
+                    "clean); ask for changes from a later version"
+                ) from None
             after = (
                 Snapshot.from_actions(log.uri, version, actions)
                 if snapshot is None

@@ -203,7 +203,7 @@ def commit_messages(
         operation=operation,
         parameters=parameters,
     )
-    writer.commit(table.log, table.refresh().snapshot(), pending)
+    writer.commit(table.log, table.refresh().snapshot(), pending, read_version=plan.read_version)
 
 
 def abort_messages(plan: SinkPlan, messages: list[Any]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -74,6 +74,35 @@ def group_splits(splits: Sequence[Split], target: int = PARTITION_BYTES) -> list
         groups[-1].append(s)
         size += s.num_bytes
     return groups
+
+
+class _ReaderFields(Protocol):
+    uri: str
+    storage_options: dict[str, Any]
+    table_schema: pa.Schema
+    columns: list[str]
+
+
+def partitions_of(
+    reader: _ReaderFields,
+    splits: Sequence[Split],
+    *,
+    filter: pc.Expression | None = None,
+    version: int | None = None,
+) -> list[InputPartition]:
+    """Spark partitions of about PARTITION_BYTES each, carrying what executors need."""
+    return [
+        SplitsPartition(
+            uri=reader.uri,
+            storage_options=reader.storage_options,
+            table_schema=reader.table_schema,
+            columns=reader.columns,
+            splits=group,
+            filter=filter,
+            version=version,
+        )
+        for group in group_splits(splits)
+    ]
 
 
 def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
@@ -148,19 +177,9 @@ class CarbonLiteBatchReader(DataSourceReader):
         plan = table.plan_splits(
             columns=self.columns, filter=self._filter(), version=self.snapshot_version
         )
-        groups = group_splits(plan.splits) or [[]]
-        return [
-            SplitsPartition(
-                uri=self.uri,
-                storage_options=self.storage_options,
-                table_schema=self.table_schema,
-                columns=self.columns,
-                splits=group,
-                filter=self._filter(),
-                version=self.snapshot_version,
-            )
-            for group in groups
-        ]
+        return partitions_of(
+            self, plan.splits, filter=self._filter(), version=self.snapshot_version
+        ) or [SplitsPartition(self.uri, self.storage_options, self.table_schema, self.columns)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SplitsPartition)
@@ -347,16 +366,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             stop = end_index if (version, initial) == (end_version, end_initial) else len(units)
             splits.extend(u.split for u in units[index:stop])
             version, index, initial = version + 1, 0, False
-        return [
-            SplitsPartition(
-                uri=self.uri,
-                storage_options=self.storage_options,
-                table_schema=self.table_schema,
-                columns=self.columns,
-                splits=group,
-            )
-            for group in group_splits(splits)
-        ]
+        return partitions_of(self, splits)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SplitsPartition)

@@ -201,25 +201,42 @@ class LocalStorage(Storage):
 
     @contextmanager
     def lock(self, path: str, *, timeout: float) -> Iterator[None]:
-        """``flock`` on a lock file: exclusive between processes (and open files) of this host."""
+        """``flock`` on a lock file: exclusive between processes (and open files) of this host.
+
+        After locking, the path must still name the locked file: a lock file deleted (by
+        ``recover``) or replaced meanwhile is not a lock, so the attempt starts over.
+        """
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
+        deadline = time.monotonic() + timeout
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise WriterConflictError(
+                                f"{path!r} is held by another live writer (waited {timeout:g} s): "
+                                "give every concurrent writer its own writer id"
+                            ) from None
+                        time.sleep(0.01)
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise WriterConflictError(
-                            f"{path!r} is held by another live writer (waited {timeout:g} s): "
-                            "give every concurrent writer its own writer id"
-                        ) from None
-                    time.sleep(0.01)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
+                    current = os.stat(path).st_ino
+                except FileNotFoundError:
+                    current = -1
+                if current != os.fstat(fd).st_ino:
+                    os.close(fd)
+                    continue
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                yield
+            finally:
+                os.close(fd)  # closing the descriptor releases the lock
+            return
 
     def is_locked(self, path: str) -> bool:
         try:

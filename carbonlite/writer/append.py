@@ -299,11 +299,17 @@ class TableWriter:
             return self.commit(log, snapshot, pending)
 
     def commit(
-        self, log: Log, snapshot: Snapshot, pending: AppendCommit
+        self,
+        log: Log,
+        snapshot: Snapshot,
+        pending: AppendCommit,
+        *,
+        read_version: int | None = None,
     ) -> tuple[CommitResult, Snapshot]:
-        """Commit ``pending``, moving its blocklets if their segment stops taking appends."""
+        """Commit ``pending``, moving its blocklets if their segment stops taking appends.
+        ``read_version``: the version it was planned on, when ``snapshot`` is newer."""
         rows = sum(a.num_rows for a in pending.appends)
-        read_version = snapshot.version
+        read_version = snapshot.version if read_version is None else read_version
         with self.owned():
             return self._commit(log, snapshot, pending, rows, read_version)
 
@@ -313,7 +319,7 @@ class TableWriter:
         self._check_written(pending)
         for _ in range(_MAX_RELOCATIONS):
             try:
-                committed = commit(log, snapshot, pending)
+                committed = commit(log, snapshot, pending, read_version=read_version)
             except TransactionAlreadyCommitted:
                 return CommitResult(None, pending.operation, skipped=True), log.update(snapshot)
             except SegmentNotWritableError:

@@ -263,3 +263,21 @@ def test_files_of_a_live_writer_are_left_alone_whatever_their_age(tmp_path: Path
     result = operator.recover(min_age=0)
     assert result.truncated == ((stream, committed_length + 500, committed_length),)
     assert_rows(operator.to_arrow(), range(30))
+
+
+def test_recover_removes_orphan_checkpoint_indexes_and_idle_locks(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    t = cl.create_table(path, SCHEMA, properties=PROPS)
+    t.append(make_rows(range(0, 10)))
+    log = path / "_carbonlite" / "log"
+    stray_index = log / f"{99:020d}.checkpoint.blocklets.arrow"  # its document was never written
+    stray_index.write_bytes(b"ARROW1")
+    idle_lock = path / "_carbonlite" / "locks" / "gone-writer.lock"
+    idle_lock.write_bytes(b"")
+    for f in (stray_index, idle_lock):
+        age(f)
+    result = t.recover()
+    assert f"_carbonlite/log/{stray_index.name}" in result.orphans
+    assert not stray_index.exists() and not idle_lock.exists()
+    t.append(make_rows(range(10, 20)))  # the writer's own lock comes back when it writes
+    assert_rows(cl.open_table(path).to_arrow(), range(20))

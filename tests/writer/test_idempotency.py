@@ -140,3 +140,19 @@ def test_random_batches_against_a_model(steps) -> None:
         assert by_id == sorted(rows(want), key=lambda r: r["id"])
     finally:
         drop_memory(uri)
+
+
+def test_a_committer_that_refreshed_after_planning_skips_a_batch_already_there(mem_uri) -> None:
+    """A Spark driver plans a batch, refreshes before committing and finds the batch already
+    committed (a replay): the commit is skipped, not refused as a damaged log."""
+    from carbonlite.metadata import TxnMarker
+    from carbonlite.writer.append import AppendCommit
+
+    t = cl.create_table(mem_uri, pa.schema([("x", pa.int64())]))
+    planned = t.version
+    t.append(pa.table({"x": [1]}), txn=("query", 7))
+    writer = t._writer
+    stale = AppendCommit(appends=(), txn=TxnMarker("query", 7), overwrite=True)
+    result, _ = writer.commit(t.log, t.refresh().snapshot(), stale, read_version=planned)
+    assert result.skipped and result.version is None
+    assert t.refresh().to_arrow().column("x").to_pylist() == [1]
