@@ -16,7 +16,7 @@ import datetime
 from dataclasses import dataclass
 
 from carbonlite._version import ENGINE
-from carbonlite.errors import InvalidOptionError
+from carbonlite.errors import CorruptDataError, InvalidOptionError
 from carbonlite.metadata import Action, CommitInfo, FilesRemoved, Log, Snapshot, commit
 from carbonlite.properties import TableProperties, parse_duration
 from carbonlite.writer.append import now_ms
@@ -64,6 +64,18 @@ class _CleanCommit:
         return actions
 
 
+def _usable(checkpoint: Snapshot) -> bool:
+    """Whether every blocklet entry of a checkpoint decodes (its index is read in full):
+    the versions before it are deleted only if it can really stand in for them."""
+    try:
+        for seg in checkpoint.segments.values():
+            for f in seg.files.values():
+                f.blocklets  # noqa: B018 - decoding is the check
+    except CorruptDataError:
+        return False
+    return True
+
+
 def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> list[str]:
     listing = log.listing()
     keep_from = None
@@ -71,8 +83,8 @@ def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> list[str]:
         if c > latest.version:
             continue
         checkpoint = log.try_read_checkpoint(c)
-        if checkpoint is None:  # missing or damaged: not one to keep the log from
-            continue
+        if checkpoint is None or not _usable(checkpoint):
+            continue  # missing or damaged: not one to keep the log from
         stamp = checkpoint.timestamp
         if stamp < cutoff_ms:
             keep_from = c

@@ -58,15 +58,22 @@ def _referenced(snapshot: Snapshot) -> dict[str, int]:
 
 @contextmanager
 def _owning(storage: Storage, root: str, rel: str) -> Iterator[None]:
-    """Hold the existing owner locks of ``rel`` (WriterConflictError if a writer holds one).
+    """Hold every owner lock of ``rel`` (WriterConflictError if a writer holds one).
 
-    Writers create their lock before they write, so a file without one has no live writer.
+    The locks are taken even when their files do not exist yet (creating them): a writer that
+    starts now then waits for recover instead of appending while recover cuts the file. Lock
+    files created here are deleted again before they are released.
     """
     with ExitStack() as stack:
+        created = []
         for path in owner_lock_paths(storage, root, rel):
-            if storage.exists(path):
-                stack.enter_context(storage.lock(path, timeout=0))
+            existed = storage.exists(path)
+            stack.enter_context(storage.lock(path, timeout=0))
+            if not existed and storage.exists(path):
+                created.append(path)
         yield
+        for path in created:  # still held: a writer waiting on it re-checks and retries
+            storage.delete(path)
 
 
 def recover(

@@ -114,11 +114,21 @@ class BlockletIndex:
                 self._files = self._decode()
         return self._files[position] if position < len(self._files) else ()
 
+    def verify(self) -> None:
+        """Decode the whole index now; CorruptDataError if it is damaged or gone."""
+        self.file(0)
+
     def loader(self, position: int) -> Callable[[], tuple[BlockletEntry, ...]]:
         return lambda: self.file(position)
 
     def _decode(self) -> list[tuple[BlockletEntry, ...]]:
-        data = self._read()
+        try:
+            data = self._read()
+        except FileNotFoundError:
+            raise CorruptDataError(
+                "the checkpoint's blocklet index is gone (deleted after the table was opened)",
+                path=self._where,
+            ) from None
         if self._crc is not None and crc32c(data) != self._crc:
             raise CorruptDataError(
                 "the checkpoint's blocklet index fails the checksum its document records",

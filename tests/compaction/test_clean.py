@@ -196,3 +196,30 @@ def test_log_retention_removes_old_log_files_only_before_a_retained_checkpoint(
     assert fresh.verify().ok
     fresh.append(make_rows(range(130, 140)))
     assert_rows(cl.open_table(path).to_arrow(), range(140))
+
+
+def test_log_retention_never_keeps_the_log_from_a_checkpoint_whose_index_is_damaged(
+    tmp_path: Path,
+) -> None:
+    """Checkpoint 9's index is garbage: it cannot stand in for versions 0..8, so clean keeps the
+    log from checkpoint 6, and every version from 6 on stays readable by time travel."""
+    path = tmp_path / "t"
+    t = cl.create_table(
+        path,
+        SCHEMA,
+        sort_columns=["ts"],
+        properties={**PROPS, "checkpoint_interval": "3", "log_retention": "0s"},
+    )
+    for i in range(10):  # versions 1..10, checkpoints 3, 6, 9
+        t.append(make_rows(range(i * 10, (i + 1) * 10)))
+    log_dir = path / "_carbonlite" / "log"
+    index = log_dir / f"{9:020d}.checkpoint.blocklets.arrow"
+    index.write_bytes(os.urandom(index.stat().st_size))
+    result = cl.open_table(path).clean(0, force=True)
+    gone = {os.path.basename(p) for p in result.log_files}
+    assert gone == {f"{v:020d}.json" for v in range(6)} | {
+        f"{v:020d}.checkpoint{suffix}" for v in (3,) for suffix in (".json", ".blocklets.arrow")
+    }
+    fresh = cl.open_table(path)
+    for v in (6, 7, 8):
+        assert_rows(fresh.to_arrow(version=v), range(v * 10))

@@ -12,6 +12,8 @@ import pytest
 
 import carbonlite as cl
 from carbonlite.compaction import execute_task, plan_compaction
+from carbonlite.errors import WriterConflictError
+from carbonlite.storage.local import LocalStorage
 from tests.compaction.lifecycle import (
     SCHEMA,
     assert_rows,
@@ -281,3 +283,40 @@ def test_recover_removes_orphan_checkpoint_indexes_and_idle_locks(tmp_path: Path
     assert not stray_index.exists() and not idle_lock.exists()
     t.append(make_rows(range(10, 20)))  # the writer's own lock comes back when it writes
     assert_rows(cl.open_table(path).to_arrow(), range(20))
+
+
+def test_a_writer_whose_lock_file_is_gone_cannot_start_while_recover_cuts_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier recover deleted the idle writer's lock file. While recover cuts that writer's
+    file, the writer's lock must still be held (by recover), and the lock file recover had to
+    create is gone again afterwards."""
+    path = tmp_path / "t"
+    t = cl.create_table(path, SCHEMA, properties=PROPS)
+    t.append(make_rows(range(0, 10)))
+    (rel,) = data_files(path)
+    stream = path / rel
+    with open(stream, "ab") as f:
+        f.write(os.urandom(300))  # an uncommitted tail
+    age(stream)
+    locks = path / "_carbonlite" / "locks"
+    (lock,) = locks.iterdir()
+    lock.unlink()
+    attempts: list[str] = []
+    real_truncate = LocalStorage.truncate
+
+    def truncate(self: LocalStorage, p: str, length: int) -> None:
+        with pytest.raises(WriterConflictError), self.lock(str(lock), timeout=0):
+            pass
+        attempts.append(p)
+        real_truncate(self, p, length)
+
+    monkeypatch.setattr(LocalStorage, "truncate", truncate)
+    result = cl.open_table(path).recover()
+    assert len(result.truncated) == 1 and len(attempts) == 1
+    assert not lock.exists(), "recover must not leave the lock files it created behind"
+    monkeypatch.undo()
+    t.append(make_rows(range(10, 20)))
+    final = cl.open_table(path)
+    assert_rows(final.to_arrow(), range(20))
+    assert final.verify().ok
