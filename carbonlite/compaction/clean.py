@@ -83,10 +83,9 @@ def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> list[str]:
         if c > latest.version:
             continue
         checkpoint = log.try_read_checkpoint(c)
-        if checkpoint is None or not _usable(checkpoint):
-            continue  # missing or damaged: not one to keep the log from
-        stamp = checkpoint.timestamp
-        if stamp < cutoff_ms:
+        if checkpoint is None or checkpoint.timestamp >= cutoff_ms:
+            continue  # missing, damaged or still within the retention
+        if _usable(checkpoint):  # its index too: only then can it stand in for older versions
             keep_from = c
             break
     if keep_from is None:

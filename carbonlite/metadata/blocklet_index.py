@@ -114,10 +114,6 @@ class BlockletIndex:
                 self._files = self._decode()
         return self._files[position] if position < len(self._files) else ()
 
-    def verify(self) -> None:
-        """Decode the whole index now; CorruptDataError if it is damaged or gone."""
-        self.file(0)
-
     def loader(self, position: int) -> Callable[[], tuple[BlockletEntry, ...]]:
         return lambda: self.file(position)
 
