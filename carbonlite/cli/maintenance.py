@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,7 +28,7 @@ from carbonlite.compaction import (
     CompactionTask,
     TaskExecutor,
     TaskResult,
-    execute_task,
+    run_tasks_locally,
 )
 from carbonlite.errors import InvalidOptionError
 
@@ -51,7 +50,7 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
 
 
 def _executor(progress: Progress | None) -> TaskExecutor | None:
-    """Run tasks two at a time, advancing a progress bar as each finishes."""
+    """Run tasks locally, advancing a progress bar as each finishes."""
     if progress is None:
         return None
 
@@ -62,13 +61,9 @@ def _executor(progress: Progress | None) -> TaskExecutor | None:
         storage_options: Mapping[str, Any],
     ) -> list[TaskResult]:
         bar = progress.add_task(f"merging into {len(tasks)} segment(s)", total=len(tasks))
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(execute_task, t, uri, schema, storage_options) for t in tasks]
-            results = []
-            for f in futures:
-                results.append(f.result())
-                progress.advance(bar)
-        return results
+        return run_tasks_locally(
+            tasks, uri, schema, storage_options, on_done=lambda _: progress.advance(bar)
+        )
 
     return run
 

@@ -60,13 +60,26 @@ class CompactionResult:
 
 
 def run_tasks_locally(
-    tasks: Sequence[CompactionTask], uri: str, schema: pa.Schema, storage_options: Mapping[str, Any]
+    tasks: Sequence[CompactionTask],
+    uri: str,
+    schema: pa.Schema,
+    storage_options: Mapping[str, Any],
+    *,
+    on_done: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
-    """Run tasks here, two at a time (each task also decodes and encodes in parallel)."""
+    """Run tasks here, two at a time (each task also decodes and encodes in parallel);
+    ``on_done`` is called with each result as its task finishes (from a worker thread)."""
+
+    def one(task: CompactionTask) -> TaskResult:
+        result = execute_task(task, uri, schema, storage_options)
+        if on_done is not None:
+            on_done(result)
+        return result
+
     if len(tasks) == 1:
-        return [execute_task(tasks[0], uri, schema, storage_options)]
+        return [one(tasks[0])]
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="carbonlite-compact") as pool:
-        return list(pool.map(lambda t: execute_task(t, uri, schema, storage_options), tasks))
+        return list(pool.map(one, tasks))
 
 
 def _discard_outputs(storage: Storage, root: str, results: Sequence[TaskResult]) -> None:

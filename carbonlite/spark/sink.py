@@ -37,7 +37,12 @@ from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
 from carbonlite.storage import open_storage
 from carbonlite.table import Table, create_table, open_table
-from carbonlite.writer.append import LOCK_DIR, WRITER_LOCK_TIMEOUT, AppendCommit, TableWriter
+from carbonlite.writer.append import (
+    WRITER_LOCK_TIMEOUT,
+    AppendCommit,
+    TableWriter,
+    lock_path,
+)
 from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.stream_file import write_blocklets
 
@@ -152,7 +157,7 @@ def write_task(
     name = f"{tag}-p{partition:05d}-a{attempt}"
     file = f"segments/{plan.segment_id}/{name}.cblt"
     batches = (relabel_from_spark(b, plan.schema) for b in iterator)
-    lock = storage.lock(storage.join(root, LOCK_DIR, f"{name}.lock"), timeout=WRITER_LOCK_TIMEOUT)
+    lock = storage.lock(lock_path(storage, root, name), timeout=WRITER_LOCK_TIMEOUT)
     with lock:  # a zombie attempt of an earlier batch may still hold this file
         appended = _write_task_file(storage, root, plan, file, batches)
     return CarbonLiteCommitMessage(appended, app_id, batch_id, partition, attempt)

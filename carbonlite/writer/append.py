@@ -40,12 +40,17 @@ from carbonlite.storage import Storage
 from carbonlite.writer.batches import TableData, conformed_batches
 from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 
-__all__ = ["AppendCommit", "CommitResult", "TableWriter", "now_ms", "owner_lock_paths"]
+__all__ = ["AppendCommit", "CommitResult", "TableWriter", "lock_path", "now_ms", "owner_lock_paths"]
 
 _MAX_RELOCATIONS = 10
 LOCK_DIR = "_carbonlite/locks"
 WRITER_LOCK_TIMEOUT = 60.0
 """Seconds a writer waits for another live writer with the same id before giving up."""
+
+
+def lock_path(storage: Storage, root: str, name: str) -> str:
+    """Where the writer lock ``name`` (a writer id, or a Spark task file's stem) lives."""
+    return storage.join(root, LOCK_DIR, f"{name}.lock")
 
 
 def owner_lock_paths(storage: Storage, root: str, file: str) -> list[str]:
@@ -56,7 +61,7 @@ def owner_lock_paths(storage: Storage, root: str, file: str) -> list[str]:
     names = [stem]
     if "-" in stem:
         names.append(stem.rsplit("-", 1)[0])
-    return [storage.join(root, LOCK_DIR, f"{name}.lock") for name in names]
+    return [lock_path(storage, root, name) for name in names]
 
 
 def now_ms() -> int:
@@ -193,7 +198,7 @@ class TableWriter:
                 finally:
                     self._owned_depth -= 1
                 return
-            path = self.storage.join(self.root, LOCK_DIR, f"{self.writer_id}.lock")
+            path = lock_path(self.storage, self.root, self.writer_id)
             with self.storage.lock(path, timeout=WRITER_LOCK_TIMEOUT):
                 self._owned_depth = 1
                 try:

@@ -7,8 +7,13 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.progress import Progress
 
 import carbonlite as cl
+from carbonlite.cli.app import console
 from tests.cli.conftest import FINISHED, SEGMENT_ROWS, TOTAL_ROWS, Run
 from tests.compaction.lifecycle import assert_rows
 
@@ -95,6 +100,34 @@ def test_compact_human(cli: Callable[..., Run], table: Path) -> None:
     assert out.startswith("minor: merged 4 segment(s) [0.0, 1.0, 2.0, 3.0] into 1 [0.1];")
     assert f"{4 * SEGMENT_ROWS:,} rows" in out
     assert "committed version(s) 18" in out
+
+
+def test_handoff_on_a_terminal_shows_a_progress_bar(
+    cli: Callable[..., Run], table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the tasks run with a progress bar that counts them as they finish."""
+    monkeypatch.setattr(console, "_force_terminal", True)
+    bars: list[tuple[str, float | None]] = []
+    advanced: list[float] = []
+    real_add, real_advance = Progress.add_task, Progress.advance
+
+    def add_task(self: Progress, description: str, **kwargs: Any) -> Any:
+        bars.append((description, kwargs.get("total")))
+        return real_add(self, description, **kwargs)
+
+    def advance(self: Progress, task_id: Any, advance: float = 1) -> None:
+        advanced.append(advance)
+        real_advance(self, task_id, advance)
+
+    monkeypatch.setattr(Progress, "add_task", add_task)
+    monkeypatch.setattr(Progress, "advance", advance)
+    out = cli("handoff", table).stdout
+    assert bars == [(f"merging into {FINISHED} segment(s)", FINISHED)]
+    assert advanced == [1] * FINISHED
+    assert f"handoff: merged {FINISHED} segment(s)" in out
+    t = cl.open_table(table)
+    assert [s.status for s in t.segments()].count("COMPACTED") == FINISHED
+    assert_rows(t.to_arrow(), range(TOTAL_ROWS))
 
 
 def test_clean(cli: Callable[..., Run], table: Path) -> None:
