@@ -137,22 +137,11 @@ def spark_session() -> Any:
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if here not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [here, *paths] if p)
-    from pyspark.sql import SparkSession
-
     import carbonlite.spark
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("carbonlite-bench-spark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
+    spark = carbonlite.spark.local_session(
+        app_name="carbonlite-bench-spark", config={"spark.driver.memory": "2g"}
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    carbonlite.spark.register(spark)
     spark.dataSource.register(NullArrowSink)
     return spark
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +19,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from carbonlite.spark import local_session
 
 __all__ = ["DemoReport", "event_table", "run_demo"]
 
@@ -63,27 +64,6 @@ def _step(report: DemoReport, say: Callable[[str], None], title: str) -> Iterato
     say(f"    done in {seconds:.1f} s")
 
 
-def _spark_session(master: str) -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import carbonlite.spark
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("carbonlite-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    carbonlite.spark.register(spark)
-    return spark
-
-
 def run_demo(
     directory: str,
     rows: int,
@@ -111,7 +91,7 @@ def run_demo(
             )
 
     with _step(report, say, "2. start Spark (local) and register the carbonlite source"):
-        spark = _spark_session(master)
+        spark = local_session(master, app_name="carbonlite-demo")
 
     with _step(
         report,

@@ -74,21 +74,9 @@ def spark_jobs(
 
 @pytest.fixture(scope="session")
 def spark(spark_jobs: SparkJobs) -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
     import carbonlite.spark
 
-    session = (
-        SparkSession.builder.master("local[2,2]")
-        .appName("carbonlite-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    carbonlite.spark.register(session)
+    session = carbonlite.spark.local_session("local[2,2]", app_name="carbonlite-tests")
     yield session
     for q in session.streams.active:
         q.stop()

@@ -20,12 +20,11 @@ from typing import Any
 
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     os.environ["PYSPARK_PYTHON"] = sys.executable
     import pyarrow as pa
-    from pyspark.sql import SparkSession
 
     import carbonlite.spark
+    from tests.support import REPO
     from tests.support.spark_data import SOURCE_DDL, assert_same_rows, write_source_files
 
     source = os.path.join(spec["dir"], "source")
@@ -33,19 +32,14 @@ def main(argv: list[str]) -> int:
     files = write_source_files(source, spec["files"], spec["rows"])
     expected = pa.concat_tables(files)
 
-    spark = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
-        .appName("carbonlite-cluster-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .config("spark.executorEnv.PYTHONPATH", repo)
-        .getOrCreate()
+    spark = carbonlite.spark.local_session(
+        "local-cluster[2,1,1024]",
+        app_name="carbonlite-cluster-test",
+        config={
+            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+            "spark.executorEnv.PYTHONPATH": str(REPO),
+        },
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    carbonlite.spark.register(spark)
     status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
     deadline = time.monotonic() + 120
     while status().size() < 3 and time.monotonic() < deadline:  # the driver and 2 executors

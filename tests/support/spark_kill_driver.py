@@ -68,22 +68,10 @@ class KillingDataSource(CarbonLiteDataSource):
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     import carbonlite.spark
     from tests.support.spark_data import SOURCE_DDL
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("carbonlite-kill-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    carbonlite.spark.register(spark)
+    spark = carbonlite.spark.local_session(app_name="carbonlite-kill-test")
     spark.dataSource.register(KillingDataSource)
     query = (
         spark.readStream.schema(SOURCE_DDL)
