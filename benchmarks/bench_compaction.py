@@ -36,7 +36,6 @@ import os
 import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -50,6 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datagen import event_table
+from report import progress
 
 import carbonlite
 from carbonlite import Table, create_table, open_table
@@ -93,13 +93,6 @@ QUICK = Config(
     blocklet_rows=(8_192, 16_384, 32_768),
     filter_fraction=0.01,
 )
-
-_START = time.perf_counter()
-
-
-def progress(message: str) -> None:
-    """A progress line on stderr (stdout carries the summary)."""
-    print(f"[{time.perf_counter() - _START:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True, slots=True)

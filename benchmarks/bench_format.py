@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 from datagen import event_table
+from report import yes_no
 
 import carbonlite
 from carbonlite.format import DEFAULT_BLOCKLET_ROWS, BlockletFileReader, BlockletFileWriter
@@ -449,10 +450,6 @@ def bench_encodings(table: pa.Table, repeat: int) -> dict[str, Any]:
 
 
 # --- report ----------------------------------------------------------------------------------
-
-
-def yes_no(met: bool) -> str:
-    return "yes" if met else "**no**"
 
 
 def markdown(results: dict[str, Any]) -> str:

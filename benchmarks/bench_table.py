@@ -42,7 +42,6 @@ import os
 import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -57,6 +56,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datagen import event_table
+from report import progress, yes_no
 
 import carbonlite
 from carbonlite import Table, create_table, open_table
@@ -128,14 +128,6 @@ QUICK = Config(
     intervals=(10, 25, 50),
     interval_commits=100,
 )
-
-_START = time.perf_counter()
-
-
-def progress(message: str) -> None:
-    """A progress line on stderr (stdout carries the summary)."""
-    print(f"[{time.perf_counter() - _START:7.1f}s] {message}", file=sys.stderr, flush=True)
-
 
 # --- helpers ---------------------------------------------------------------------------------
 
@@ -667,10 +659,6 @@ def bench_intervals(cfg: Config, tmp: Path) -> dict[str, Any]:
 
 
 # --- report ----------------------------------------------------------------------------------
-
-
-def yes_no(met: bool) -> str:
-    return "yes" if met else "**no**"
 
 
 def markdown(results: dict[str, Any]) -> str:

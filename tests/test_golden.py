@@ -14,6 +14,8 @@ import pytest
 import carbonlite as cl
 from tests.data.make_golden import (
     APP,
+    describe_history,
+    describe_segments,
     jsonable_rows,
     jsonable_schema,
     rows_for,
@@ -61,33 +63,10 @@ def test_every_version_reads_as_written(golden: Path) -> None:
 
 def test_history_segments_and_metadata(golden: Path) -> None:
     t = cl.open_table(golden)
-    history = [
-        {
-            "version": h.version,
-            "operation": h.operation,
-            "data_change": h.data_change,
-            "rows": h.rows,
-            "rows_removed": h.rows_removed,
-            "parameters": dict(h.parameters),
-        }
-        for h in t.history()
-    ]
-    assert history == EXPECTED["history"]
+    assert describe_history(t) == EXPECTED["history"]
     times = [h.timestamp for h in t.history()]
     assert times == sorted(times, reverse=True)
-    segments = [
-        {
-            "id": s.id,
-            "status": s.status,
-            "format": s.format,
-            "rows": s.rows,
-            "files": s.files,
-            "blocklets": s.blocklets,
-            "created_version": s.created_version,
-        }
-        for s in t.segments()
-    ]
-    assert segments == EXPECTED["segments"]
+    assert describe_segments(t) == EXPECTED["segments"]
     assert list(t.sort_columns) == EXPECTED["sort_columns"]
     assert t.properties == EXPECTED["properties"]
     assert t.transaction_version(APP) == EXPECTED["txns"][APP]

@@ -17,6 +17,18 @@ import carbonlite.cli.maintenance
 from carbonlite.cli import app
 from tests.compaction.lifecycle import SCHEMA, make_rows
 
+COMMANDS = (
+    "inspect",
+    "segments",
+    "history",
+    "compact",
+    "handoff",
+    "clean",
+    "recover",
+    "verify",
+    "demo",
+)
+"""Every command of the ``carbonlite`` app."""
 SEGMENT_ROWS = 40
 FINISHED = 5
 STREAMING_ROWS = 30

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 import carbonlite as cl
-from tests.cli.conftest import FINISHED, TOTAL_ROWS
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli.conftest import COMMANDS, FINISHED, TOTAL_ROWS
+from tests.support import REPO
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -38,15 +37,5 @@ def test_console_script_inspect_json(table: Path) -> None:
 def test_python_dash_m_help() -> None:
     done = _run([sys.executable, "-m", "carbonlite", "--help"])
     assert done.returncode == 0, done.stderr
-    for command in (
-        "inspect",
-        "segments",
-        "history",
-        "compact",
-        "handoff",
-        "clean",
-        "recover",
-        "verify",
-        "demo",
-    ):
+    for command in COMMANDS:
         assert command in done.stdout

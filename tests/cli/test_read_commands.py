@@ -10,19 +10,14 @@ import pytest
 
 import carbonlite as cl
 from carbonlite.cli import app
-from tests.cli.conftest import FINISHED, SEGMENT_ROWS, STREAMING_ROWS, TOTAL_ROWS, Run
-
-COMMANDS = [
-    "inspect",
-    "segments",
-    "history",
-    "compact",
-    "handoff",
-    "clean",
-    "recover",
-    "verify",
-    "demo",
-]
+from tests.cli.conftest import (
+    COMMANDS,
+    FINISHED,
+    SEGMENT_ROWS,
+    STREAMING_ROWS,
+    TOTAL_ROWS,
+    Run,
+)
 
 
 def test_every_command_is_registered() -> None:

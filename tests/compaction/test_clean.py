@@ -35,6 +35,19 @@ def compacted_table(path: Path, segments: int = 4, rows: int = 50, **props: str)
     return t
 
 
+def checkpointed_table(path: Path, *, log_retention: str) -> cl.Table:
+    """Versions 1..10 (ten rows each), with checkpoints at 3, 6 and 9."""
+    t = cl.create_table(
+        path,
+        SCHEMA,
+        sort_columns=["ts"],
+        properties={**PROPS, "checkpoint_interval": "3", "log_retention": log_retention},
+    )
+    for i in range(10):
+        t.append(make_rows(range(i * 10, (i + 1) * 10)))
+    return t
+
+
 def files_of(t: cl.Table, status: str) -> set[str]:
     return {
         rel for seg in t.snapshot().segments.values() if seg.status == status for rel in seg.files
@@ -153,14 +166,7 @@ def test_log_retention_removes_old_log_files_only_before_a_retained_checkpoint(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "t"
-    t = cl.create_table(
-        path,
-        SCHEMA,
-        sort_columns=["ts"],
-        properties={**PROPS, "checkpoint_interval": "3", "log_retention": "1s"},
-    )
-    for i in range(10):  # versions 1..10, checkpoints 3, 6, 9
-        t.append(make_rows(range(i * 10, (i + 1) * 10)))
+    t = checkpointed_table(path, log_retention="1s")
     time.sleep(1.3)
     for i in range(10, 13):  # versions 11..13, checkpoint 12 (younger than log_retention)
         t.append(make_rows(range(i * 10, (i + 1) * 10)))
@@ -204,14 +210,7 @@ def test_log_retention_never_keeps_the_log_from_a_checkpoint_whose_index_is_dama
     """Checkpoint 9's index is garbage: it cannot stand in for versions 0..8, so clean keeps the
     log from checkpoint 6, and every version from 6 on stays readable by time travel."""
     path = tmp_path / "t"
-    t = cl.create_table(
-        path,
-        SCHEMA,
-        sort_columns=["ts"],
-        properties={**PROPS, "checkpoint_interval": "3", "log_retention": "0s"},
-    )
-    for i in range(10):  # versions 1..10, checkpoints 3, 6, 9
-        t.append(make_rows(range(i * 10, (i + 1) * 10)))
+    checkpointed_table(path, log_retention="0s")
     log_dir = path / "_carbonlite" / "log"
     index = log_dir / f"{9:020d}.checkpoint.blocklets.arrow"
     index.write_bytes(os.urandom(index.stat().st_size))

@@ -130,6 +130,37 @@ def jsonable_schema(schema: pa.Schema) -> list[list[Any]]:
     return [[f.name, str(f.type), f.nullable] for f in schema]
 
 
+def describe_history(t: Any) -> list[dict[str, Any]]:
+    """The history of table ``t`` as the expected file holds it (no timestamps)."""
+    return [
+        {
+            "version": h.version,
+            "operation": h.operation,
+            "data_change": h.data_change,
+            "rows": h.rows,
+            "rows_removed": h.rows_removed,
+            "parameters": dict(h.parameters),
+        }
+        for h in t.history()
+    ]
+
+
+def describe_segments(t: Any) -> list[dict[str, Any]]:
+    """The segments of table ``t`` as the expected file holds them (no times, no sizes)."""
+    return [
+        {
+            "id": s.id,
+            "status": s.status,
+            "format": s.format,
+            "rows": s.rows,
+            "files": s.files,
+            "blocklets": s.blocklets,
+            "created_version": s.created_version,
+        }
+        for s in t.segments()
+    ]
+
+
 def describe(path: Path) -> dict[str, Any]:
     """Everything the golden test checks, read back through the public API."""
     import carbonlite as cl
@@ -143,29 +174,8 @@ def describe(path: Path) -> dict[str, Any]:
             "rows": jsonable_rows(data),
             "count": t.count_rows(version=version),
         }
-    history = [
-        {
-            "version": h.version,
-            "operation": h.operation,
-            "data_change": h.data_change,
-            "rows": h.rows,
-            "rows_removed": h.rows_removed,
-            "parameters": dict(h.parameters),
-        }
-        for h in t.history()
-    ]
-    segments = [
-        {
-            "id": s.id,
-            "status": s.status,
-            "format": s.format,
-            "rows": s.rows,
-            "files": s.files,
-            "blocklets": s.blocklets,
-            "created_version": s.created_version,
-        }
-        for s in t.segments()
-    ]
+    history = describe_history(t)
+    segments = describe_segments(t)
     log = path / "_carbonlite" / "log"
     return {
         "latest_version": t.version,

@@ -15,8 +15,7 @@ import pytest
 from carbonlite.errors import StorageError, UnsupportedStorageError
 from carbonlite.storage import BufferedObjectAppender, open_storage
 from tests.storage.conftest import Backend
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support import REPO
 
 
 def test_put_if_absent_creates_once(backend: Backend) -> None:

@@ -3,9 +3,8 @@ with SIGKILL at a moment of its choosing.
 
     python -m tests.support.compaction_worker serve     # fork server, one JSON spec per line
 
-Like ``tests.support.crash_writer``, a fork server imports pyarrow and carbonlite once and forks
-a fresh process per spec, so each trial costs milliseconds to start and is killed for real. A
-spec is ``{"table": path, "kind": "handoff" | "minor" | "major" | "custom", "segments": [...]}``.
+Runs go through a fork server (``tests.support.fork_server``), so each trial costs
+milliseconds to start and is killed for real. A spec is ``{"table": path, "kind": "handoff" | "minor" | "major" | "custom", "segments": [...]}``.
 The child writes unbuffered lines to stdout:
 
     pid <pid>               first line
@@ -26,34 +25,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import signal
-import subprocess
 import sys
 import threading
 import time
-import traceback
 from typing import Any
 
 import carbonlite
 from carbonlite.format import BlockletFileWriter
 from carbonlite.metadata.log import Log
 from carbonlite.reader.scan import SplitReader
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def out(line: str) -> None:
-    os.write(1, (line + "\n").encode())
-
-
-def _read_line(fd: int = 0) -> str:
-    chars = []
-    while True:
-        c = os.read(fd, 1)
-        if not c or c == b"\n":
-            return b"".join(chars).decode()
-        chars.append(c)
+from tests.support.fork_server import ForkServer, out, serve
 
 
 def _report_phases() -> None:
@@ -89,7 +71,6 @@ def _report_phases() -> None:
 
 
 def run(spec: dict[str, Any]) -> None:
-    out(f"pid {os.getpid()}")
     _report_phases()
     table = carbonlite.open_table(spec["table"])
     result = table.compact(spec["kind"], segments=spec.get("segments"))
@@ -99,76 +80,17 @@ def run(spec: dict[str, Any]) -> None:
     )
 
 
-def _child(spec: dict[str, Any]) -> int:
-    try:
-        run(spec)
-    except BaseException:
-        out("error " + json.dumps(traceback.format_exc()))
-        return 1
-    return 0
-
-
-def serve() -> None:
-    while True:
-        line = _read_line()
-        if not line:
-            return
-        spec = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            os._exit(_child(spec))
-        _, status = os.waitpid(pid, 0)
-        out(f"exited {os.waitstatus_to_exitcode(status)}")
-
-
 # --- the test side --------------------------------------------------------------------------
 
 
-class CompactionServer:
-    """The test's handle on one fork server."""
+class CompactionServer(ForkServer):
+    """The test's handle on one fork server of compactions."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.compaction_worker", "serve"],
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            bufsize=0,
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode().rstrip("\n"))
-        self.lines.put(None)
-
-    def next_line(self, timeout: float = 60) -> str:
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"the compaction worker said nothing for {timeout} s") from None
-        if line is None:
-            raise AssertionError(f"the fork server ended (exit code {self.proc.poll()})")
-        return line
+        super().__init__("tests.support.compaction_worker", "compaction worker", AssertionError)
 
     def start(self, spec: dict[str, Any]) -> CompactionRun:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(spec) + "\n").encode())
-        self.proc.stdin.flush()
-        line = self.next_line()
-        assert line.startswith("pid "), line
-        return CompactionRun(self, int(line.split()[1]))
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        return CompactionRun(self, self.fork(spec))
 
 
 class CompactionRun:
@@ -222,6 +144,6 @@ class CompactionRun:
 
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
-        serve()
+        serve(run)
     else:
         sys.exit(f"unknown command {sys.argv[1]!r}")

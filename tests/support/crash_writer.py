@@ -3,11 +3,9 @@
     python -m tests.support.crash_writer serve        # fork server, one JSON spec per line
     python -m tests.support.crash_writer run SPEC     # one writer, in this process
 
-Importing pyarrow and carbonlite costs most of a second, so the crash tests start one
-*fork server* that imports them once and forks a fresh writer process for each spec it reads
-on stdin. Each writer is a real process, killed for real; the server only waits for it and
-reports ``exited <code>`` (``-9`` after SIGKILL). While a writer runs it owns the server's
-stdin and stdout: it reads ``go``/``stop`` from stdin and writes unbuffered lines to stdout:
+The crash tests run writers in a fork server (``tests.support.fork_server``): each writer is
+a forked process, killed for real. While a writer runs it reads ``go``/``stop`` from the
+server's stdin and writes unbuffered lines to its stdout:
 
     pid <pid>                       first line of every writer
     committed <batch> <version>     right after ``append`` returned
@@ -46,22 +44,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
-import traceback
 from typing import Any
 
 import carbonlite
 from carbonlite.format import BlockletFileWriter
 from carbonlite.storage.local import LocalStorage, _LocalAppender
 from tests.support.batches import make_batch
+from tests.support.fork_server import ForkServer, out, read_line, run_child, serve
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CRASH_POINTS = (
     "mid_write",
     "before_fsync",
@@ -72,20 +66,6 @@ CRASH_POINTS = (
     "after_truncate",
 )
 _VERSION_FILE = re.compile(r"^\d{20}\.json$")
-
-
-def out(line: str) -> None:
-    os.write(1, (line + "\n").encode())
-
-
-def read_line(fd: int = 0) -> str:
-    """One line from ``fd``, read byte by byte so nothing past it is consumed."""
-    chars = []
-    while True:
-        c = os.read(fd, 1)
-        if not c or c == b"\n":
-            return b"".join(chars).decode()
-        chars.append(c)
 
 
 def _die() -> None:
@@ -173,7 +153,6 @@ def arm(point: str, table: str) -> None:
 
 
 def run(spec: dict[str, Any]) -> None:
-    out(f"pid {os.getpid()}")
     path = spec["table"]
     batch = spec["first_batch"]
     table = carbonlite.open_table(path, writer_id=spec["writer_id"])
@@ -206,28 +185,6 @@ def run(spec: dict[str, Any]) -> None:
     out("done")
 
 
-def _child(spec: dict[str, Any]) -> int:
-    try:
-        run(spec)
-    except BaseException:
-        out("error " + json.dumps(traceback.format_exc()))
-        return 1
-    return 0
-
-
-def serve() -> None:
-    while True:
-        line = read_line()
-        if not line:
-            return
-        spec = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            os._exit(_child(spec))
-        _, status = os.waitpid(pid, 0)
-        out(f"exited {os.waitstatus_to_exitcode(status)}")
-
-
 # --- the test side --------------------------------------------------------------------------
 
 
@@ -235,60 +192,18 @@ class WriterFailed(AssertionError):
     pass
 
 
-class WriterServer:
-    """The test's handle on one fork server."""
+class WriterServer(ForkServer):
+    """The test's handle on one fork server of writers."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.crash_writer", "serve"],
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            bufsize=0,
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
+        super().__init__("tests.support.crash_writer", "writer", WriterFailed)
         self.current: WriterRun | None = None
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode().rstrip("\n"))
-        self.lines.put(None)
-
-    def next_line(self, timeout: float) -> str:
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            raise WriterFailed(f"the writer said nothing for {timeout} s") from None
-        if line is None:
-            raise WriterFailed(f"the fork server ended (exit code {self.proc.poll()})")
-        return line
-
-    def send(self, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((text + "\n").encode())
-        self.proc.stdin.flush()
 
     def start(self, spec: dict[str, Any], timeout: float = 60) -> WriterRun:
         if self.current is not None and self.current.exit_code is None:
             self.current.kill()  # left running by a failed test: it would read our spec
-        self.send(json.dumps(spec))
-        line = self.next_line(timeout)
-        if not line.startswith("pid "):
-            raise WriterFailed(f"expected 'pid N' from the writer, got {line!r}")
-        self.current = WriterRun(self, int(line.split()[1]), spec)
+        self.current = WriterRun(self, self.fork(spec, timeout), spec)
         return self.current
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 class WriterRun:
@@ -368,8 +283,8 @@ class WriterRun:
 
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
-        serve()
+        serve(run)
     elif sys.argv[1] == "run":
-        sys.exit(_child(json.loads(sys.argv[2])))
+        sys.exit(run_child(run, json.loads(sys.argv[2])))
     else:
         sys.exit(f"unknown command {sys.argv[1]!r}")

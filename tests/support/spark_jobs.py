@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import REPO
 from tests.support.spark_data import write_source_files
 
 __all__ = ["JOBS", "Job", "JobResult", "start_job"]
 
-REPO = Path(__file__).resolve().parents[2]
 KILL_BATCH = 1
 KILL_FILES = 4
 KILL_ROWS = 50

@@ -44,6 +44,7 @@ from carbonlite import open_table
 from carbonlite.errors import CarbonLiteError, CommitConflictError
 from carbonlite.metadata.log import Log
 from carbonlite.writer.append import TableWriter
+from tests.support import REPO
 from tests.support.batches import batch_ids, diff_rows, make_batch
 
 _lost = [0]
@@ -215,8 +216,6 @@ def change(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the test side --------------------------------------------------------------------------
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def spawn(spec: dict[str, Any]) -> subprocess.Popen:
