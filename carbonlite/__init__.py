@@ -6,6 +6,7 @@ from carbonlite._version import __version__
 from carbonlite.errors import (
     CarbonLiteError,
     CommitConflictError,
+    CommitStateUnknownError,
     CorruptDataError,
     DataUnavailableError,
     InvalidFilterError,
@@ -33,6 +34,7 @@ __all__ = [
     "CommitConflictError",
     "CommitRecord",
     "CommitResult",
+    "CommitStateUnknownError",
     "CorruptDataError",
     "DataUnavailableError",
     "InvalidFilterError",

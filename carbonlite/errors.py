@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "CarbonLiteError",
     "CommitConflictError",
+    "CommitStateUnknownError",
     "CorruptDataError",
     "DataUnavailableError",
     "InvalidFilterError",
@@ -75,6 +76,18 @@ class CommitConflictError(CarbonLiteError):
 
 class WriterConflictError(CommitConflictError):
     """Another live writer holds the same writer identity (its stream files) right now."""
+
+
+class CommitStateUnknownError(CarbonLiteError):
+    """Whether a commit landed cannot be told: the storage failed while writing the version
+    and while reading it back. Nothing the commit wrote was deleted (a committed version may
+    reference it); ``recover`` settles it later. Not a :class:`CommitConflictError`: retrying
+    blindly could apply the commit twice. Look at the table (``history``) before retrying."""
+
+    def __init__(self, message: str, *, version: int, commit_id: str) -> None:
+        self.version = version
+        self.commit_id = commit_id
+        super().__init__(message)
 
 
 class CorruptDataError(CarbonLiteError):

@@ -18,6 +18,7 @@ from carbonlite.format.stats import ColumnStats
 __all__ = [
     "LIVE_STATUSES",
     "LOG_FORMAT_VERSION",
+    "SEALED_FORMAT_VERSION",
     "Action",
     "BlockletEntry",
     "BlockletsAppended",
@@ -31,8 +32,16 @@ __all__ = [
     "TxnMarker",
 ]
 
-LOG_FORMAT_VERSION = 1
-"""Version of the log and table layout this library writes (and the newest it reads)."""
+LOG_FORMAT_VERSION = 2
+"""Version of the log and table layout this library writes (and the newest it reads).
+
+1: the first layout. 2: every log version and checkpoint is sealed with a CRC-32C
+(``metadata/seal.py``) and a reader refuses one that is not; version-1 tables stay readable
+(their files are checked where they carry a seal, and a version must end with its
+``commitInfo``)."""
+
+SEALED_FORMAT_VERSION = 2
+"""The first format version whose log files must all carry a seal."""
 
 SegmentStatus = Literal[
     "STREAMING", "STREAMING_FINISH", "SUCCESS", "COMPACTED", "MARKED_FOR_DELETE"
@@ -136,6 +145,9 @@ class CommitInfo:
     bytes_removed: int = 0
     parameters: Mapping[str, str] = field(default_factory=dict)
     engine: str = ""
+    commit_id: str = ""
+    """Unique per commit call (the same on every retry of it): lets a writer whose conditional
+    write reported failure recognise the version as its own ("" in versions of old writers)."""
 
 
 Action = (

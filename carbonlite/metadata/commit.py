@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
+from dataclasses import replace
 from typing import Protocol
 
 from carbonlite.errors import CommitConflictError
-from carbonlite.metadata.actions import Action
+from carbonlite.metadata.actions import Action, CommitInfo
 from carbonlite.metadata.log import Log
 from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.properties import TableProperties
@@ -83,6 +85,13 @@ def _backoff(attempt: int) -> float:
     return min(0.25, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
 
 
+def _stamped(actions: list[Action], commit_id: str) -> list[Action]:
+    """``actions`` with ``commit_id`` in their closing :class:`CommitInfo`."""
+    if not actions or not isinstance(actions[-1], CommitInfo):
+        raise TypeError("a commit's actions must end with its CommitInfo")
+    return [*actions[:-1], replace(actions[-1], commit_id=commit_id)]
+
+
 def commit(
     log: Log, snapshot: Snapshot, pending: PendingCommit, *, read_version: int | None = None
 ) -> Snapshot:
@@ -91,28 +100,36 @@ def commit(
     ``read_version`` is the version the commit was planned on (default: ``snapshot``'s). When
     ``snapshot`` is newer than that (a committer that refreshed after planning), ``pending``
     is checked against it first, exactly as against a winner of a race.
+
+    Every attempt carries the same unique commit id, so a version whose write reported failure
+    but landed is recognised as this commit (see :meth:`Log.try_write`); when that cannot be
+    told, :class:`CommitStateUnknownError` and nothing is undone. A version that lands where
+    ``clean`` had removed the log (a writer older than the log retention) is withdrawn and the
+    commit is checked and retried on the newest state.
     """
     if read_version is None:
         read_version = snapshot.version
+    commit_id = uuid.uuid4().hex
     pending.check(snapshot, read_version)
     for attempt in range(MAX_COMMIT_ATTEMPTS):
-        actions = pending.actions(snapshot, read_version)
+        actions = _stamped(pending.actions(snapshot, read_version), commit_id)
         version = snapshot.version + 1
         # Applying first validates the actions against the state they claim to change.
         committed = snapshot.apply(version, actions)
         if log.try_write(version, actions, snapshot):
-            _maybe_checkpoint(log, committed)
-            return committed
+            if not log.is_superseded(version):
+                _maybe_checkpoint(log, committed)
+                return committed
+            _withdraw(log, version)
+            snapshot = log.load_latest()
+            pending.check(snapshot, read_version)
+            continue
         # Back off first, then catch up: a snapshot that went stale during the sleep would lose
         # to any writer committing more often than the backoff, every time.
         time.sleep(_backoff(attempt))
-        while True:
-            try:
-                winner = log.read_actions(snapshot.version + 1, snapshot)
-            except FileNotFoundError:
-                break
-            snapshot = snapshot.apply(snapshot.version + 1, winner)
-            pending.check(snapshot, read_version)
+        for winner in log.advance(snapshot):
+            pending.check(winner, read_version)
+            snapshot = winner
     raise CommitConflictError(
         f"could not commit to {log.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: other writers "
         f"committed every version from {read_version + 1} to {snapshot.version} first; "
@@ -120,3 +137,15 @@ def commit(
         read_version=read_version,
         conflicting_version=snapshot.version,
     )
+
+
+def _withdraw(log: Log, version: int) -> None:
+    """Delete this commit's own version file, created below the log's retained start."""
+    path = log.version_path(version)
+    _logger.warning(
+        "version %d of %s landed where clean had removed the log (this writer's snapshot was "
+        "older than the log retention); withdrawing it and retrying on the newest version",
+        version,
+        log.uri,
+    )
+    log.storage.delete(path)

@@ -15,9 +15,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from carbonlite.errors import (
+    CarbonLiteError,
+    CommitStateUnknownError,
     CorruptDataError,
     TableNotFoundError,
     UnsupportedFormatError,
@@ -42,6 +45,8 @@ LOG_DIR = f"{META_DIR}/log"
 INDEX_SUFFIX = ".checkpoint.blocklets.arrow"
 _VERSION_RE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
+_UNKNOWN_STATE_TRIES = 3
+"""Writes of one version (the same bytes) before its state is declared unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +81,68 @@ class Log:
         ]
 
     def read_actions(self, version: int, snapshot: Snapshot | None) -> list[Action]:
-        """Actions of ``version``; ``FileNotFoundError`` when it does not exist (yet)."""
+        """Actions of ``version`` (``snapshot``: the one before it, None for version 0), seal
+        checked; ``FileNotFoundError`` when it does not exist (yet)."""
         path = self.version_path(version)
         data = self.storage.read(path)
+        if snapshot is None:
+            return decode_actions(data, None, where=self.storage.uri(path))
         return decode_actions(
-            data, snapshot.schema if snapshot is not None else None, where=self.storage.uri(path)
+            data,
+            snapshot.schema,
+            where=self.storage.uri(path),
+            format_version=snapshot.metadata.format_version,
         )
 
     def try_write(self, version: int, actions: list[Action], snapshot: Snapshot) -> bool:
-        """Create ``version`` holding ``actions``; False if another writer created it first."""
-        return self.storage.put_if_absent(
-            self.version_path(version), encode_actions(actions, snapshot.schema)
+        """Create ``version`` holding ``actions`` (which end with a ``commitInfo`` carrying a
+        unique ``commit_id``). True when the version holds this commit, False when it holds
+        another one.
+
+        A conditional write can land while its caller hears of a failure (a lost response, a
+        client retry that then finds the object). So "already exists" and any error are
+        settled by reading the version back: the bytes are this commit's own (they hold its
+        commit id) or another's. When the storage cannot tell, the write is tried again with
+        the same bytes; if it still cannot, :class:`CommitStateUnknownError`.
+        """
+        data = encode_actions(actions, snapshot.schema)
+        path = self.version_path(version)
+        failure: Exception | None = None
+        for _ in range(_UNKNOWN_STATE_TRIES):
+            try:
+                if self.storage.put_if_absent(path, data):
+                    return True
+            except (OSError, CarbonLiteError) as exc:  # landed or not: read back to know
+                failure = exc
+            try:
+                found = self.storage.read(path)
+            except FileNotFoundError:
+                continue  # not there (yet): write again, the same bytes
+            except (OSError, CarbonLiteError) as exc:
+                failure = exc
+                continue
+            return found == data
+        info = actions[-1]
+        raise CommitStateUnknownError(
+            f"could not tell whether version {version} of {self.uri!r} was committed: writing "
+            f"and reading back {self.storage.uri(path)} failed ({failure!r}). Nothing this "
+            "commit wrote was deleted; check `history` (a version whose commitInfo.commit_id is "
+            f"{getattr(info, 'commit_id', '')!r} is this commit) before retrying, and run "
+            "`recover` once the storage is healthy",
+            version=version,
+            commit_id=getattr(info, "commit_id", ""),
         )
+
+    def is_superseded(self, version: int) -> bool:
+        """Whether ``version``, just created, landed where ``clean`` had removed the log: the
+        version before it is gone, or a checkpoint at or after it exists. Such a version is a
+        fork no reader starting from the checkpoint would ever see."""
+        if version == 0:
+            return False
+        pointer = self.last_checkpoint()
+        if pointer is not None and pointer >= version:
+            return True
+        return not self.storage.exists(self.version_path(version - 1))
 
     def exists(self) -> bool:
         return (
@@ -148,9 +203,20 @@ class Log:
     # --- snapshots ----------------------------------------------------------------------------
 
     def load_latest(self) -> Snapshot:
-        """The newest snapshot. Raises :class:`TableNotFoundError` when there is no table."""
+        """The newest snapshot. Raises :class:`TableNotFoundError` when there is no table, and
+        :class:`CorruptDataError` when the log has a hole before its newest version."""
         start = self._starting_snapshot()
-        return self.update(start)
+        latest = self.update(start)
+        if start.version == 0:  # no checkpoint yet: a listing is cheap, look for holes
+            beyond = [v for v in self.listing().versions if v > latest.version]
+            if beyond:
+                raise CorruptDataError(
+                    f"the log of {self.uri!r} is missing version {latest.version + 1} while "
+                    f"versions up to {max(beyond)} exist: the file was deleted or lost. Restore "
+                    "it from a backup or copy of the table",
+                    path=self.storage.uri(self.version_path(latest.version + 1)),
+                )
+        return latest
 
     def _starting_snapshot(self) -> Snapshot:
         """The newest readable checkpoint (the pointer is only a hint), else version 0."""
@@ -192,12 +258,67 @@ class Log:
 
     def update(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` advanced through every version committed after it."""
+        latest = snapshot
+        for latest in self.advance(snapshot):  # noqa: B007 - the last one is the answer
+            pass
+        return latest
+
+    def advance(self, snapshot: Snapshot) -> Iterator[Snapshot]:
+        """The snapshot of each version committed after ``snapshot``, in order. When ``clean``
+        removed the versions right after it (a snapshot older than the log retention), the
+        next one yielded is the newest checkpoint: the versions between are gone."""
         while True:
             try:
                 actions = self.read_actions(snapshot.version + 1, snapshot)
             except FileNotFoundError:
-                return snapshot
+                after = self._after_missing(snapshot)
+                if after is None:
+                    return
+                if after is not snapshot:
+                    snapshot = after
+                    yield snapshot
+                continue
             snapshot = snapshot.apply(snapshot.version + 1, actions)
+            yield snapshot
+
+    def _after_missing(self, snapshot: Snapshot) -> Snapshot | None:
+        """Version ``snapshot.version + 1`` is not there: None when ``snapshot`` is the latest,
+        ``snapshot`` itself when that version just appeared (read it again), the newest
+        checkpoint when ``clean`` removed the log behind ``snapshot``. A hole in the log is a
+        :class:`CorruptDataError`; a log that vanished, :class:`TableNotFoundError`."""
+        v = snapshot.version
+        if self.storage.exists(self.version_path(v)):
+            if not self.storage.exists(self.version_path(v + 2)):
+                return None
+            if self.storage.exists(self.version_path(v + 1)):
+                return snapshot  # committed between the two looks
+            raise CorruptDataError(
+                f"the log of {self.uri!r} is missing version {v + 1}: versions {v} and {v + 2} "
+                "exist, so the file was deleted or lost. Restore it from a backup or copy of the "
+                "table; until then the table cannot be read past version "
+                f"{v} and nothing can be committed",
+                path=self.storage.uri(self.version_path(v + 1)),
+            )
+        # The version this snapshot stands on is gone: cleaned away, or the table deleted.
+        pointer = self.last_checkpoint()
+        candidates = [pointer] if pointer is not None and pointer > v else []
+        if not candidates:
+            listing = self.listing()
+            if not listing.versions and not listing.checkpoints and pointer is None:
+                raise TableNotFoundError(
+                    f"the table at {self.uri!r} is gone: its log ({LOG_DIR}/) was deleted after "
+                    f"this Table loaded version {v}; nothing was written"
+                )
+            candidates = [c for c in reversed(listing.checkpoints) if c > v]
+        for c in candidates:
+            checkpoint = self.try_read_checkpoint(c)
+            if checkpoint is not None:
+                return checkpoint
+        raise CorruptDataError(
+            f"version {v} of {self.uri!r}, which this Table had loaded, is no longer in the log, "
+            "and no readable checkpoint after it can stand in for it; open the table again",
+            path=self.storage.uri(self.version_path(v)),
+        )
 
     def load_version(self, version: int, latest: Snapshot | None = None) -> Snapshot:
         """The snapshot at ``version`` (time travel)."""

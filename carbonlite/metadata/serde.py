@@ -17,6 +17,8 @@ from carbonlite.errors import CorruptDataError, UnsupportedFormatError
 from carbonlite.format.layout import crc32c
 from carbonlite.format.stats import ColumnStats, stat_from_json, stat_to_json
 from carbonlite.metadata.actions import (
+    LOG_FORMAT_VERSION,
+    SEALED_FORMAT_VERSION,
     Action,
     BlockletEntry,
     BlockletsAppended,
@@ -29,6 +31,7 @@ from carbonlite.metadata.actions import (
 )
 from carbonlite.metadata.blocklet_index import BlockletIndex, encode_blocklet_index
 from carbonlite.metadata.schema_json import schema_from_json, schema_to_json
+from carbonlite.metadata.seal import SealMismatchError, seal, unseal
 from carbonlite.metadata.snapshot import BlockletSeq, FileState, SegmentState, Snapshot
 
 __all__ = [
@@ -177,18 +180,24 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
             "parameters": dict(action.parameters),
             "engine": action.engine,
         }
+        if action.commit_id:
+            body["commit_id"] = action.commit_id
     else:  # pragma: no cover - the Action union is closed
         raise TypeError(f"not a log action: {action!r}")
     return {_KEYS[type(action)]: body}
 
 
 def encode_actions(actions: list[Action], schema: pa.Schema) -> bytes:
-    """One log version as NDJSON; ``schema`` is the schema in force (new one if it changes)."""
+    """One log version as NDJSON, sealed; ``schema`` is the schema in force (the new one if
+    the version changes it). The last action must be the version's :class:`CommitInfo`."""
+    if not actions or not isinstance(actions[-1], CommitInfo):
+        raise ValueError("a log version must end with its commitInfo")
     for a in actions:
         if isinstance(a, TableMetadata):
             schema = a.schema
     types = _types(schema)
-    return ("\n".join(_dumps(_action_to_json(a, types)) for a in actions) + "\n").encode("utf-8")
+    body = "\n".join(_dumps(_action_to_json(a, types)) for a in actions).encode("utf-8")
+    return seal(body, 2) + b"\n"
 
 
 def _action_from_json(
@@ -234,21 +243,36 @@ def _action_from_json(
             bytes_removed=body.get("bytes_removed", 0),
             parameters=dict(body.get("parameters", {})),
             engine=body.get("engine", ""),
+            commit_id=body.get("commit_id", ""),
         )
     raise UnsupportedFormatError(
         f"unknown log action {key!r}: the table was written by a newer CarbonLite; upgrade to read it"
     )
 
 
-def decode_actions(data: bytes, schema: pa.Schema | None, *, where: str) -> list[Action]:
-    """Parse one log version. ``schema`` is the schema in force before it (None for version 0).
+def decode_actions(
+    data: bytes, schema: pa.Schema | None, *, where: str, format_version: int | None = None
+) -> list[Action]:
+    """Parse one log version, checking its seal. ``schema`` is the schema in force before it
+    and ``format_version`` the table's (both None for version 0, which holds them).
 
-    Raises :class:`CorruptDataError` naming ``where`` for anything that does not parse.
+    Raises :class:`CorruptDataError` naming ``where`` for anything damaged: a seal that does
+    not match, a missing seal (format 2 on) or closing ``commitInfo``, an action this format
+    does not have, a line that does not parse; :class:`UnsupportedFormatError` for a table of
+    a newer format.
     """
-    actions: list[Action] = []
+    text = data[:-1] if data.endswith(b"\n") else data
+    try:
+        body = unseal(text, 2)
+    except SealMismatchError as exc:
+        raise CorruptDataError(
+            f"log version is damaged ({exc}); restore the file from a backup or copy of the "
+            "table, nothing was read from it",
+            path=where,
+        ) from None
     try:
         entries = []
-        for n, line in enumerate(data.decode("utf-8").split("\n"), start=1):
+        for n, line in enumerate((text if body is None else body).decode("utf-8").split("\n"), 1):
             if not line.strip():
                 continue
             obj = json.loads(line)
@@ -256,15 +280,44 @@ def decode_actions(data: bytes, schema: pa.Schema | None, *, where: str) -> list
                 raise ValueError(f"line {n} is not an object with one action key")
             entries.append(next(iter(obj.items())))
         # A version is encoded with the schema it ends with (see encode_actions).
-        for key, body in entries:
+        for key, value in entries:
             if key == "metaData":
-                schema = schema_from_json(body["schema"])
-        types = _types(schema) if schema is not None else {}
-        actions = [_action_from_json(key, body, types) for key, body in entries]
-    except UnsupportedFormatError:
-        raise
+                schema = schema_from_json(value["schema"])
+                if format_version is None:
+                    format_version = int(value["format_version"])
     except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise CorruptDataError(f"log entry does not parse: {exc!r}", path=where) from None
+    format_version = LOG_FORMAT_VERSION if format_version is None else format_version
+    if format_version > LOG_FORMAT_VERSION:
+        raise UnsupportedFormatError(
+            f"{where} belongs to a table of log format version {format_version}; this "
+            f"CarbonLite reads up to {LOG_FORMAT_VERSION}: upgrade carbonlite to read it"
+        )
+    if body is None and format_version >= SEALED_FORMAT_VERSION:
+        raise CorruptDataError(
+            "log version carries no checksum seal (cut short or damaged); restore the file from "
+            "a backup or copy of the table, nothing was read from it",
+            path=where,
+        )
+    unknown = sorted({key for key, _ in entries} - set(_KEYS.values()))
+    if unknown:
+        raise CorruptDataError(
+            f"log version holds actions {unknown} that log format version {format_version} does "
+            "not have: the file is damaged (a newer CarbonLite would have raised the table's "
+            "format version)",
+            path=where,
+        )
+    try:
+        types = _types(schema) if schema is not None else {}
+        actions = [_action_from_json(key, value, types) for key, value in entries]
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
+        raise CorruptDataError(f"log entry does not parse: {exc!r}", path=where) from None
+    if not actions or not isinstance(actions[-1], CommitInfo):
+        raise CorruptDataError(
+            "log version does not end with its commitInfo (cut short or damaged); restore the "
+            "file from a backup or copy of the table, nothing was read from it",
+            path=where,
+        )
     return actions
 
 
@@ -316,9 +369,10 @@ def encode_checkpoint(snapshot: Snapshot, index_name: str) -> tuple[bytes, bytes
         },
         "metadata": _metadata_to_json(snapshot.metadata),
         "txns": dict(snapshot.txns),
+        "data_version": snapshot.data_version,
         "segments": segments,
     }
-    return _dumps(doc).encode("utf-8"), index
+    return seal(_dumps(doc).encode("utf-8"), 1), index
 
 
 def decode_checkpoint(
@@ -327,8 +381,14 @@ def decode_checkpoint(
     """The snapshot of a checkpoint document; its blocklet index (read with ``read_index``
     given the index's name) is only read when some blocklet entries are needed."""
     try:
-        doc = json.loads(data.decode("utf-8"))
+        body = unseal(data, 1)
+    except SealMismatchError as exc:
+        raise CorruptDataError(f"checkpoint is damaged ({exc})", path=where) from None
+    try:
+        doc = json.loads((data if body is None else body).decode("utf-8"))
         metadata = _metadata_from_json(doc["metadata"])
+        if body is None and SEALED_FORMAT_VERSION <= metadata.format_version <= LOG_FORMAT_VERSION:
+            raise CorruptDataError("checkpoint carries no checksum seal (damaged)", path=where)
         header = doc["checkpoint"]
         index_name = header["blocklet_index"]
         index = BlockletIndex(
@@ -370,6 +430,7 @@ def decode_checkpoint(
             metadata=metadata,
             segments=segments,
             txns=doc.get("txns", {}),
+            data_version=doc.get("data_version"),
         )
     except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise CorruptDataError(f"checkpoint does not parse: {exc!r}", path=where) from None

@@ -189,7 +189,15 @@ class SegmentState:
 class Snapshot:
     """The state of a table at ``version``. Immutable; ``apply`` makes the next one."""
 
-    __slots__ = ("_segments", "metadata", "table_path", "timestamp", "txns", "version")
+    __slots__ = (
+        "_segments",
+        "data_version",
+        "metadata",
+        "table_path",
+        "timestamp",
+        "txns",
+        "version",
+    )
 
     def __init__(
         self,
@@ -200,9 +208,13 @@ class Snapshot:
         metadata: TableMetadata,
         segments: Mapping[str, SegmentState],
         txns: Mapping[str, int],
+        data_version: int | None = None,
     ) -> None:
         self.table_path = table_path
         self.version = version
+        self.data_version = version if data_version is None else data_version
+        """The newest version that changed data (``commitInfo.data_change``); at most
+        ``version``. An overwrite requires it unchanged since the version it read."""
         self.timestamp = timestamp
         self.metadata = metadata
         self._segments = dict(segments)
@@ -282,6 +294,7 @@ class Snapshot:
         txns = dict(self.txns)
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         timestamp = info.timestamp if info is not None else self.timestamp
+        data_version = version if info is not None and info.data_change else self.data_version
         for action in actions:
             if isinstance(action, BlockletsAppended):
                 segments[action.segment_id] = _append(segments, action, version, self.table_path)
@@ -355,6 +368,7 @@ class Snapshot:
             metadata=metadata,
             segments=segments,
             txns=txns,
+            data_version=data_version,
         )
 
 

@@ -35,6 +35,7 @@ from carbonlite.metadata import (
     TxnMarker,
     commit,
 )
+from carbonlite.names import check_name
 from carbonlite.properties import TableProperties
 from carbonlite.storage import Storage
 from carbonlite.writer.batches import TableData, conformed_batches
@@ -96,6 +97,17 @@ class AppendCommit:
             done = snapshot.txns.get(self.txn.app_id)
             if done is not None and done >= self.txn.batch_id:
                 raise TransactionAlreadyCommitted(self.txn.app_id, self.txn.batch_id, done)
+        if self.overwrite and snapshot.data_version > read_version:
+            # Replacing rows this overwrite never saw would delete them silently (Delta raises
+            # a conflict here too); compaction (data_change = false) does not count.
+            raise CommitConflictError(
+                f"version {snapshot.version} of {snapshot.table_path!r} changed the table's data "
+                f"(at version {snapshot.data_version}) after this overwrite read version "
+                f"{read_version}; nothing was committed: read the table again and retry the "
+                "overwrite if it should still replace everything",
+                read_version=read_version,
+                conflicting_version=snapshot.data_version,
+            )
         for a in self.appends:
             seg = snapshot.segments.get(a.segment_id)
             if seg is None:
@@ -179,7 +191,15 @@ class TableWriter:
     ) -> None:
         self.storage = storage
         self.root = root
-        self.writer_id = writer_id or uuid.uuid4().hex[:16]
+        self.writer_id = (
+            uuid.uuid4().hex[:16]
+            if writer_id is None
+            else check_name(
+                writer_id,
+                what="writer_id",
+                fix="give a plain name such as 'ingest-1', or none for a random one",
+            )
+        )
         self.storage_options = dict(storage_options or {})
         self.lock = threading.RLock()
         self._owned_depth = 0

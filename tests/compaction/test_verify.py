@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import carbonlite as cl
+from carbonlite.metadata.seal import seal, unseal
 from tests.compaction.lifecycle import SCHEMA, make_rows
 
 PROPS = {"blocklet_max_rows": "25", "handoff_blocklet_rows": "64"}
@@ -105,12 +106,16 @@ def test_verify_reports_a_missing_file(tmp_path: Path) -> None:
 
 
 def _edit_log_stats(path: Path, rel: str, column: str) -> tuple[int, int]:
-    """Raise the logged max of ``column`` in the first blocklet ``rel`` got; (version, offset)."""
+    """Raise the logged max of ``column`` in the first blocklet ``rel`` got, and seal the
+    version again: the log of a writer with a statistics bug, not a damaged file (the seal
+    catches those; tests/metadata). Returns (version, offset)."""
     log = path / "_carbonlite" / "log"
     for name in sorted(os.listdir(log)):
         if not name.endswith(".json") or "checkpoint" in name:
             continue
-        lines = (log / name).read_text().splitlines()
+        body = unseal((log / name).read_bytes().rstrip(b"\n"), 2)
+        assert body is not None
+        lines = body.decode().split("\n")
         for i, line in enumerate(lines):
             action = json.loads(line)
             appended = action.get("appendBlocklets")
@@ -118,7 +123,7 @@ def _edit_log_stats(path: Path, rel: str, column: str) -> tuple[int, int]:
                 blocklet = appended["blocklets"][0]
                 blocklet["stats"][column]["max"] += 1_000_000
                 lines[i] = json.dumps(action, separators=(",", ":"))
-                (log / name).write_text("\n".join(lines) + "\n")
+                (log / name).write_bytes(seal("\n".join(lines).encode(), 2) + b"\n")
                 return int(name.split(".")[0]), blocklet["offset"]
     raise AssertionError(f"no append of {rel} in the log")
 

@@ -290,8 +290,7 @@ def log_histories(
                         tuple(draw(st.lists(st.sampled_from(schema.names), unique=True))),
                     )
                 )
-        if draw(st.integers(0, 4)):
-            version.append(draw(commit_infos()))
+        version.append(draw(commit_infos()))  # every version closes with its commitInfo
         versions.append(version)
         schemas.append(schema)
     return versions, schemas
@@ -308,4 +307,4 @@ def replay(table_path: str, versions: list[list[Action]]) -> list[Snapshot]:
 def snapshot_state(s: Snapshot) -> tuple[Any, ...]:
     """Everything a snapshot holds, as comparable values (order of segments and files too)."""
     segments = [(sid, seg, list(seg.files)) for sid, seg in s.segments.items()]
-    return (s.table_path, s.version, s.timestamp, s.metadata, segments, s.txns)
+    return (s.table_path, s.version, s.timestamp, s.metadata, segments, s.txns, s.data_version)

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 import carbonlite as cl
-from carbonlite.metadata import Snapshot
+from carbonlite.metadata import LOG_FORMAT_VERSION, Snapshot
+from carbonlite.metadata.seal import seal, unseal
 from carbonlite.metadata.serde import decode_actions
 from tests.metadata.strategies import snapshot_state
 from tests.support.tables import EVENTS, events, rows
@@ -235,9 +236,9 @@ def test_with_nothing_readable_to_start_from_the_log_is_corrupt(table_path: Path
 def test_checkpoint_of_a_newer_format_is_unsupported(table_path: Path) -> None:
     path = checkpoint_file(table_path, 10)
     doc = json.loads(path.read_bytes())
-    doc["metadata"]["format_version"] = 2
+    doc["metadata"]["format_version"] = LOG_FORMAT_VERSION + 1
     path.write_text(json.dumps(doc))
-    with pytest.raises(cl.UnsupportedFormatError, match="format version 2"):
+    with pytest.raises(cl.UnsupportedFormatError, match=f"format version {LOG_FORMAT_VERSION + 1}"):
         cl.open_table(table_path)
 
 
@@ -253,11 +254,19 @@ def test_a_damaged_log_version_names_its_file(table_path: Path) -> None:
     assert path.name in str(info.value)
 
 
-def test_an_unknown_action_in_the_log_is_unsupported(table_path: Path) -> None:
+def test_an_unknown_action_in_a_table_of_this_format_is_damage(table_path: Path) -> None:
+    """A newer CarbonLite raises the table's format version before it writes a new action, so
+    an unknown action in a table of this format (even under a valid seal) is damage."""
     path = version_file(table_path, 12)
-    path.write_bytes(path.read_bytes() + b'{"deleteRows":{"segment_id":"1","where":"id > 3"}}\n')
-    with pytest.raises(cl.UnsupportedFormatError, match="deleteRows"):
+    body = unseal(path.read_bytes().rstrip(b"\n"), 2)
+    assert body is not None
+    lines = body.split(b"\n")
+    forged = b"\n".join([*lines[:-1], b'{"deleteRows":{"segment_id":"1"}}', lines[-1]])
+    path.write_bytes(seal(forged, 2) + b"\n")
+    with pytest.raises(cl.CorruptDataError, match="deleteRows") as info:
         cl.open_table(table_path)
+    assert not isinstance(info.value, cl.UnsupportedFormatError)
+    assert path.name in str(info.value)
 
 
 def test_a_table_of_a_newer_format_version_is_unsupported(tmp_path: Path) -> None:
@@ -265,8 +274,9 @@ def test_a_table_of_a_newer_format_version_is_unsupported(tmp_path: Path) -> Non
     cl.create_table(path, EVENTS).append(events(0, 2))
     zero = version_file(path, 0)
     lines = [json.loads(line) for line in zero.read_text().split("\n") if line]
-    lines[0]["metaData"]["format_version"] = 2
+    lines[0]["metaData"]["format_version"] = LOG_FORMAT_VERSION + 1
     zero.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    with pytest.raises(cl.UnsupportedFormatError, match="format version 2") as info:
+    newer = f"format version {LOG_FORMAT_VERSION + 1}"
+    with pytest.raises(cl.UnsupportedFormatError, match=newer) as info:
         cl.open_table(path)
     assert "upgrade" in str(info.value)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
 from carbonlite.format.stats import ColumnStats
 from carbonlite.metadata import (
+    LOG_FORMAT_VERSION,
     BlockletEntry,
     BlockletsAppended,
     CommitInfo,
@@ -22,6 +23,7 @@ from carbonlite.metadata import (
     TableMetadata,
     TxnMarker,
 )
+from carbonlite.metadata.seal import seal, unseal
 from carbonlite.metadata.serde import (
     decode_actions,
     decode_checkpoint,
@@ -30,6 +32,7 @@ from carbonlite.metadata.serde import (
 )
 from tests.metadata.strategies import (
     actions,
+    commit_infos,
     log_histories,
     replay,
     snapshot_state,
@@ -66,8 +69,8 @@ def test_actions_round_trip(data: st.DataObject) -> None:
         new_schema = pa.schema([*schema, *(f.with_name(f"added{i}") for i, f in enumerate(extra))])
         head = [data.draw(table_metadata(new_schema))]
     body = data.draw(st.lists(actions(new_schema), max_size=8))
-    body = [a for a in body if not isinstance(a, TableMetadata)]
-    written = head + body
+    body = [a for a in body if not isinstance(a, TableMetadata) and not isinstance(a, CommitInfo)]
+    written = [*head, *body, data.draw(commit_infos())]  # a version closes with its commitInfo
 
     encoded = encode_actions(written, schema)
     decoded = decode_actions(encoded, schema, where=WHERE)
@@ -119,9 +122,9 @@ def test_statistics_of_every_kind_round_trip() -> None:
     action = BlockletsAppended(
         "0", "segments/0/w-0.cblt", 16, 116, (BlockletEntry(16, 100, 9, stats),)
     )
-    encoded = encode_actions([action], schema)
+    encoded = encode_actions([action, CommitInfo("APPEND", 1, True)], schema)
     assert b"NaN" not in encoded and b"Infinity" in encoded
-    (decoded,) = decode_actions(encoded, schema, where=WHERE)
+    decoded, _ = decode_actions(encoded, schema, where=WHERE)
     got = decoded.blocklets[0].stats
     assert got == stats
     assert math.copysign(1.0, got["f32"].min) == -1.0  # -0.0 keeps its sign
@@ -214,6 +217,7 @@ def test_checkpoint_then_log_equals_full_replay(history, cut: int) -> None:
 # --- damage ------------------------------------------------------------------------------------
 
 SCHEMA = pa.schema([("a", pa.int64()), ("d", pa.decimal128(9, 2)), ("b", pa.binary())])
+INFO_LINE = b'{"commitInfo":{"operation":"APPEND","timestamp":1,"data_change":true}}'
 GOOD = encode_actions(
     [
         SegmentAdded("0", "STREAMING", "STREAMING"),
@@ -256,8 +260,9 @@ DAMAGED = {
 
 @pytest.mark.parametrize("damage", sorted(DAMAGED))
 def test_damaged_log_entry_names_the_file(damage: str) -> None:
+    """Tables of format 1 carry no seal: each line is still parsed strictly."""
     with pytest.raises(CorruptDataError) as info:
-        decode_actions(DAMAGED[damage], SCHEMA, where=WHERE)
+        decode_actions(DAMAGED[damage], SCHEMA, where=WHERE, format_version=1)
     assert info.value.path == WHERE
     assert WHERE in str(info.value)
     assert "log entry" in str(info.value)
@@ -295,25 +300,78 @@ def test_damaged_checkpoint_names_the_file() -> None:
     assert snapshot_state(good) == snapshot_state(snapshot)
 
 
-def test_unknown_action_is_unsupported_not_corrupt() -> None:
-    data = GOOD + b'{"deleteRows":{"segment_id":"0","predicate":"a > 1"}}\n'
-    with pytest.raises(UnsupportedFormatError, match="deleteRows") as info:
-        decode_actions(data, SCHEMA, where=WHERE)
-    assert not isinstance(info.value, CorruptDataError)
-    assert "upgrade" in str(info.value)
+def _sealed(lines: list[bytes]) -> bytes:
+    return seal(b"\n".join(lines), 2) + b"\n"
+
+
+def test_unknown_action_is_damage_in_a_table_of_this_format() -> None:
+    data = _sealed([b'{"deleteRows":{"segment_id":"0","predicate":"a > 1"}}', INFO_LINE])
+    with pytest.raises(CorruptDataError, match="deleteRows") as info:
+        decode_actions(data, SCHEMA, where=WHERE, format_version=LOG_FORMAT_VERSION)
+    assert not isinstance(info.value, UnsupportedFormatError)
+    assert WHERE in str(info.value)
+
+
+def test_a_table_of_a_newer_format_is_unsupported_not_damaged() -> None:
+    data = _sealed([b'{"deleteRows":{"segment_id":"0","predicate":"a > 1"}}', INFO_LINE])
+    with pytest.raises(UnsupportedFormatError, match="upgrade") as info:
+        decode_actions(data, SCHEMA, where=WHERE, format_version=LOG_FORMAT_VERSION + 1)
+    assert WHERE in str(info.value)
 
 
 def test_newer_format_version_is_unsupported() -> None:
-    newer = json.loads(encode_actions([TableMetadata("t", SCHEMA)], SCHEMA))
-    newer["metaData"]["format_version"] = 2
-    line = json.dumps(newer).encode() + b"\n"
-    (metadata,) = decode_actions(line, None, where=WHERE)
-    assert metadata.format_version == 2
-    with pytest.raises(UnsupportedFormatError, match="format version 2"):
+    newer_version = LOG_FORMAT_VERSION + 1
+    encoded = encode_actions(
+        [TableMetadata("t", SCHEMA), CommitInfo("CREATE TABLE", 1, False)], SCHEMA
+    )
+    first, info_line = (unseal(encoded.rstrip(b"\n"), 2) or b"").split(b"\n")
+    newer = json.loads(first)
+    newer["metaData"]["format_version"] = newer_version
+    data = _sealed([json.dumps(newer).encode(), info_line])
+    with pytest.raises(UnsupportedFormatError, match=f"format version {newer_version}"):
+        decode_actions(data, None, where=WHERE)
+    metadata = TableMetadata("t", SCHEMA, format_version=newer_version)
+    with pytest.raises(UnsupportedFormatError, match=f"format version {newer_version}"):
         Snapshot.from_actions("memory://x", 0, [metadata])
     current = Snapshot.from_actions(
         "memory://x", 0, [TableMetadata("t", SCHEMA), CommitInfo("CREATE TABLE", 1, False)]
     )
     with pytest.raises(UnsupportedFormatError, match="upgrade"):
         current.apply(1, [metadata])
-    assert current.metadata.format_version == 1
+    assert current.metadata.format_version == LOG_FORMAT_VERSION
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGED))
+def test_every_damage_is_caught_in_a_sealed_format(damage: str) -> None:
+    with pytest.raises(CorruptDataError) as info:
+        decode_actions(DAMAGED[damage], SCHEMA, where=WHERE, format_version=LOG_FORMAT_VERSION)
+    assert info.value.path == WHERE
+
+
+def test_a_version_cut_at_a_line_boundary_is_damage() -> None:
+    """The review found a handoff version cut after its first lines read as a smaller, valid
+    version (rows of no committed version). Every cut of a sealed version is caught."""
+    lines = GOOD.split(b"\n")
+    for keep in range(1, len(lines) - 1):
+        cut = b"\n".join(lines[:keep]) + b"\n"
+        with pytest.raises(CorruptDataError):
+            decode_actions(cut, SCHEMA, where=WHERE)
+
+
+def test_one_changed_digit_anywhere_is_damage() -> None:
+    """A flipped digit in a statistic would make pruning skip rows: the seal catches it, at
+    every position of every digit in the file."""
+    checked = 0
+    for at, byte in enumerate(GOOD):
+        if chr(byte).isdigit():
+            flipped = GOOD[:at] + str((int(chr(byte)) + 1) % 10).encode() + GOOD[at + 1 :]
+            with pytest.raises(CorruptDataError):
+                decode_actions(flipped, SCHEMA, where=WHERE)
+            checked += 1
+    assert checked > 20
+
+
+def test_a_sealed_version_decodes_exactly() -> None:
+    decoded = decode_actions(GOOD, SCHEMA, where=WHERE)
+    assert isinstance(decoded[-1], CommitInfo) and decoded[-1].rows_added == 3
+    assert GOOD.count(b'"crc32c":') == 1 and GOOD.endswith(b"}}\n")

@@ -343,8 +343,10 @@ def test_add_columns_from_the_same_version_conflict(tmp_path) -> None:
     ],
 )
 def test_overwrite_and_append_race_is_serializable(tmp_path, initial, first) -> None:
-    """Both commits were planned on the same version; the result is one of the two serial
-    orders: append then overwrite (only the new rows), or overwrite then append (both).
+    """Both commits were planned on the same version. An overwrite never deletes rows it did
+    not see (docs/LOG.md, as Delta): if the append commits first, the overwrite is refused with
+    a CommitConflictError and the table holds the append; if the overwrite commits first, the
+    append (a blind append) lands after it and the table holds both.
     "rolled-over": no segment takes appends, so both commits create the same new segment id."""
     extra = {"streaming_segment_max_bytes": "1KB"} if initial == "rolled-over" else {}
     path = new_table(tmp_path / "t", **extra)
@@ -362,22 +364,28 @@ def test_overwrite_and_append_race_is_serializable(tmp_path, initial, first) -> 
             gated(path, tmp_path, "a", "o", ap_after) | {"op": "append_one", "batch": 200},
         ]
     )
-    assert ow["ok"] and ap["ok"], (ow, ap)
-    assert {ow["version"], ap["version"]} == {read + 1, read + 2}
-    append_first = ap["version"] < ow["version"]
+    assert ap["ok"], ap
+    append_first = not ow["ok"] or ap["version"] < ow["version"]
     if first is not None:
         assert append_first == (first == "append")
-    expected = {100} if append_first else {100, 200}
-    assert_holds(path, expected)
+    if append_first:
+        assert not ow["ok"] and ow["error"] == "CommitConflictError", ow
+        assert ow["read_version"] == read and ow["conflicting_version"] == read + 1, ow
+        assert ap["version"] == read + 1
+        assert_holds(path, {0, 1, 200})
+        assert open_table(path).version == read + 1  # nothing of the overwrite committed
+    else:
+        assert ow["ok"] and {ow["version"], ap["version"]} == {read + 1, read + 2}, (ow, ap)
+        assert_holds(path, {100, 200})
+        assert_holds_at(path, read + 1, {100})
     assert_holds_at(path, read, {0, 1})
-    middle = {0, 1, 200} if append_first else {100}
-    assert_holds_at(path, read + 1, middle)
 
 
 @pytest.mark.slow
 def test_two_overwrites_race_is_serializable(tmp_path) -> None:
-    """Two overwrites planned on the same version (both want the same new segment id): both
-    commit, and the table holds exactly the data of the later one."""
+    """Two overwrites planned on the same version (both want the same new segment id): the
+    first to commit wins, the other is refused (it would replace rows it never saw), and the
+    table holds exactly the winner's data."""
     path = new_table(tmp_path / "t")
     open_table(path).append(make_batch(0))
     first, second = run_all(
@@ -386,11 +394,14 @@ def test_two_overwrites_race_is_serializable(tmp_path) -> None:
             gated(path, tmp_path, "q", "p") | {"op": "overwrite", "batch": 200},
         ]
     )
-    assert first["ok"] and second["ok"], (first, second)
-    assert {first["version"], second["version"]} == {2, 3}
-    later = 100 if first["version"] > second["version"] else 200
-    assert_holds(path, {later})
-    assert_holds_at(path, 2, {300 - later})
+    winners = [o for o in (first, second) if o["ok"]]
+    losers = [o for o in (first, second) if not o["ok"]]
+    assert len(winners) == 1 and len(losers) == 1, (first, second)
+    assert losers[0]["error"] == "CommitConflictError", losers
+    assert winners[0]["version"] == 2
+    kept = 100 if first["ok"] else 200
+    assert_holds(path, {kept})
+    assert open_table(path).version == 2
     assert_holds_at(path, 1, {0})
 
 
