@@ -349,6 +349,14 @@ class Log:
             try:
                 actions = self.read_actions(snapshot.version + 1, snapshot)
             except FileNotFoundError:
+                missing = snapshot.version + 1
+                if any(v > missing for v in listing.versions + listing.checkpoints):
+                    raise CorruptDataError(
+                        f"the log of {self.uri!r} is missing version {missing} (later versions "
+                        f"exist), so version {version} cannot be rebuilt; restore the file from "
+                        "a backup or copy of the table",
+                        path=self.storage.uri(self.version_path(missing)),
+                    ) from None
                 raise VersionNotFoundError(
                     f"table {self.uri!r} has no version {version}; the latest is {snapshot.version}"
                 ) from None
