@@ -11,6 +11,7 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+from tests.support.places import Place
 from tests.support.s3_server import S3Server, start_s3_server
 
 
@@ -20,3 +21,12 @@ def s3_server() -> S3Server:
     server = start_s3_server()
     yield server
     server.stop()
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def place(request: pytest.FixtureRequest, tmp_path) -> Place:
+    """Run the test on local storage and on S3 (the moto server)."""
+    if request.param == "local":
+        return Place("local", str(tmp_path), None)
+    server = request.getfixturevalue("s3_server")
+    return Place("s3", f"s3://{server.new_bucket()}", server.storage_options)

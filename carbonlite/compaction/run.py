@@ -22,6 +22,7 @@ from carbonlite.compaction.plan import CompactionKind, CompactionTask, plan_comp
 from carbonlite.errors import CommitConflictError
 from carbonlite.metadata import Log, Snapshot, commit
 from carbonlite.storage import Storage
+from carbonlite.writer.lease import Lease
 
 __all__ = [
     "CompactionResult",
@@ -114,13 +115,16 @@ def run_compaction(
         plan = plan_compaction(snapshot, kind, segments)
         if not plan.tasks:
             break
-        results = run(plan.tasks, log.uri, snapshot.schema, storage_options)
-        pending = CompactionCommit(plan, tuple(results), log.storage, log.root)
-        try:
-            snapshot = commit(log, snapshot, pending)
-        except CommitConflictError:
-            _discard_outputs(log.storage, log.root, results)
-            raise
+        outputs = [f"segments/{t.output_id}/" for t in plan.tasks]
+        with Lease(log.storage, log.root, owner=kind, paths=outputs) as lease:
+            results = run(plan.tasks, log.uri, snapshot.schema, storage_options)
+            pending = CompactionCommit(plan, tuple(results), log.storage, log.root)
+            try:
+                lease.check()
+                snapshot = commit(log, snapshot, pending)
+            except CommitConflictError:
+                _discard_outputs(log.storage, log.root, results)
+                raise
         versions.append(snapshot.version)
         compacted.extend(plan.input_segments)
         created.extend(t.output_id for t in plan.tasks)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
 
 from carbonlite.errors import (
     CarbonLiteError,
+    CommitStateUnknownError,
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
@@ -44,6 +45,7 @@ from carbonlite.writer.append import (
     lock_path,
 )
 from carbonlite.writer.batches import conformed_batches
+from carbonlite.writer.lease import Lease
 from carbonlite.writer.stream_file import write_blocklets
 
 __all__ = ["CarbonLiteBatchWriter", "CarbonLiteCommitMessage", "CarbonLiteStreamWriter", "SinkPlan"]
@@ -211,6 +213,49 @@ def commit_messages(
     writer.commit(table.log, table.refresh().snapshot(), pending, read_version=plan.read_version)
 
 
+def lease_plan(plan: SinkPlan, owner: str) -> Lease | None:
+    """A lease over the segment the plan's tasks write into, held on the driver from planning
+    until the commit or abort: recover leaves task files alone while the batch is in flight,
+    however long it takes (writer/lease.py)."""
+    if plan.skip:
+        return None
+    storage, root = open_storage(plan.uri, plan.storage_options or None)
+    return Lease(storage, root, owner=owner, paths=[f"segments/{plan.segment_id}/"]).acquire()
+
+
+def commit_leased(lease: Lease | None, commit: Callable[[], None]) -> None:
+    """Run ``commit`` if ``lease`` still holds, then release it (but leave its record to
+    expire when the commit's outcome is unknown: a late version may need the files)."""
+    if lease is None:
+        commit()
+        return
+    try:
+        lease.check()
+        commit()
+    except CommitStateUnknownError:
+        lease.release(keep_record=True)
+        raise
+    except BaseException:
+        lease.release()
+        raise
+    lease.release()
+
+
+class _LeasedWriter:
+    """Keeps the driver's lease out of what Spark ships to the executors."""
+
+    _lease: Lease | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_lease", None)
+        return state
+
+    def _release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+
+
 def abort_messages(plan: SinkPlan, messages: list[Any]) -> None:
     """Cut the files of an aborted batch back to their committed lengths (best effort: the
     next writer of each file does it anyway)."""
@@ -237,7 +282,7 @@ def abort_messages(plan: SinkPlan, messages: list[Any]) -> None:
             pass
 
 
-class CarbonLiteStreamWriter(DataSourceStreamArrowWriter):
+class CarbonLiteStreamWriter(_LeasedWriter, DataSourceStreamArrowWriter):
     """``df.writeStream.format("carbonlite")``: one log version per micro-batch."""
 
     def __init__(self, options: SparkOptions, spark_schema: Any, overwrite: bool) -> None:
@@ -245,6 +290,7 @@ class CarbonLiteStreamWriter(DataSourceStreamArrowWriter):
         self.plan = plan_sink(table, overwrite=overwrite)
         self.app_id = options.get("txnAppId")
         self.output_mode = "complete" if overwrite else "append"
+        self._lease = lease_plan(self.plan, "spark stream")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonLiteCommitMessage:
         from pyspark import TaskContext
@@ -261,23 +307,27 @@ class CarbonLiteStreamWriter(DataSourceStreamArrowWriter):
             (m.app_id for m in messages if m is not None and m.app_id), None
         )
         txn = TxnMarker(app_id, batchId) if app_id else None
-        commit_messages(
-            self.plan,
-            messages,
-            txn=txn,
-            operation="STREAMING UPDATE",
-            parameters={
-                "outputMode": self.output_mode,
-                "queryId": app_id or "",
-                "epochId": str(batchId),
-            },
+        commit_leased(
+            self._lease,
+            lambda: commit_messages(
+                self.plan,
+                messages,
+                txn=txn,
+                operation="STREAMING UPDATE",
+                parameters={
+                    "outputMode": self.output_mode,
+                    "queryId": app_id or "",
+                    "epochId": str(batchId),
+                },
+            ),
         )
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         abort_messages(self.plan, messages)
+        self._release()
 
 
-class CarbonLiteBatchWriter(DataSourceArrowWriter):
+class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
     """``df.write.format("carbonlite")``: one atomic commit per write."""
 
     def __init__(self, options: SparkOptions, spark_schema: Any, overwrite: bool) -> None:
@@ -302,14 +352,19 @@ class CarbonLiteBatchWriter(DataSourceArrowWriter):
         self.plan = plan_sink(table, overwrite=overwrite, skip=skip)
         self.tag = uuid.uuid4().hex[:12]
         self.mode = mode
+        self._lease = lease_plan(self.plan, "spark write")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonLiteCommitMessage:
         return write_task(self.plan, iterator, tag=self.tag, app_id=None, batch_id=None)
 
     def commit(self, messages: list[Any]) -> None:
-        commit_messages(
-            self.plan, messages, txn=None, operation="WRITE", parameters={"mode": self.mode}
+        commit_leased(
+            self._lease,
+            lambda: commit_messages(
+                self.plan, messages, txn=None, operation="WRITE", parameters={"mode": self.mode}
+            ),
         )
 
     def abort(self, messages: list[Any]) -> None:
         abort_messages(self.plan, messages)
+        self._release()

@@ -1,0 +1,30 @@
+"""Where a test's tables live: a local directory, or an S3 bucket on the session's moto server.
+
+Tests that take the ``place`` fixture (tests/conftest.py) run once on each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import carbonlite as cl
+from tests.support.tables import EVENTS
+
+
+@dataclass
+class Place:
+    kind: str
+    base: str
+    storage_options: dict[str, Any] | None
+
+    def uri(self, name: str) -> str:
+        return f"{self.base}/{name}"
+
+    def create(self, name: str, **kwargs: Any) -> cl.Table:
+        return cl.create_table(
+            self.uri(name), EVENTS, storage_options=self.storage_options, **kwargs
+        )
+
+    def open(self, name: str, **kwargs: Any) -> cl.Table:
+        return cl.open_table(self.uri(name), storage_options=self.storage_options, **kwargs)
