@@ -22,6 +22,7 @@ __all__ = [
     "UnsupportedStorageError",
     "UnsupportedTypeError",
     "VersionNotFoundError",
+    "WriteRefusedError",
     "WriterConflictError",
 ]
 
@@ -123,6 +124,11 @@ class InvalidFilterError(CarbonLiteError, ValueError):
 
 class StorageError(CarbonLiteError):
     """A filesystem operation failed in a way the table layer cannot hide."""
+
+
+class WriteRefusedError(StorageError):
+    """The storage refused a write before anything could land (a missing bucket, denied
+    permissions): unlike a timeout or a lost response, the outcome is known."""
 
 
 class UnsupportedStorageError(StorageError):

@@ -24,7 +24,9 @@ from carbonlite.errors import (
     CorruptDataError,
     TableNotFoundError,
     UnsupportedFormatError,
+    UnsupportedStorageError,
     VersionNotFoundError,
+    WriteRefusedError,
 )
 from carbonlite.metadata.actions import LOG_FORMAT_VERSION, Action
 from carbonlite.metadata.serde import (
@@ -112,6 +114,8 @@ class Log:
             try:
                 if self.storage.put_if_absent(path, data):
                     return True
+            except (WriteRefusedError, UnsupportedStorageError):
+                raise  # refused before anything could land: the outcome is known
             except (OSError, CarbonLiteError) as exc:  # landed or not: read back to know
                 failure = exc
             try:

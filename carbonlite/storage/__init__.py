@@ -4,7 +4,8 @@
 
 - a plain path or ``file://``: :class:`LocalStorage` (POSIX; hard links for put-if-absent)
 - ``memory://``: :class:`MemoryStorage` (fsspec's in-process store)
-- ``s3://`` / ``s3a://``: :class:`S3Storage` (s3fs; conditional PUT for put-if-absent)
+- ``s3://`` / ``s3a://``: :class:`~carbonlite.storage.s3.S3Storage` (obstore, imported only
+  when an S3 URI is opened; conditional PUT for put-if-absent)
 
 Any other protocol is refused: CarbonLite never runs on a filesystem where it cannot make a
 commit atomic.

@@ -16,6 +16,7 @@ from carbonlite.errors import StorageError, UnsupportedStorageError
 from carbonlite.storage import BufferedObjectAppender, open_storage
 from tests.storage.conftest import Backend
 from tests.support import REPO
+from tests.support.s3_server import S3Server, header_dropping_proxy
 
 
 def test_put_if_absent_creates_once(backend: Backend) -> None:
@@ -42,6 +43,8 @@ def test_read_ranges(backend: Backend) -> None:
     assert s.read(path, 10_000) == payload[10_000:]
     assert s.read(path, 10_230, 20_000) == payload[10_230:]
     assert s.read(path, 5, 5) == b""
+    assert s.read(path, len(payload)) == b""
+    assert s.read(path, len(payload) + 10, len(payload) + 20) == b""
     with s.open_reader(path) as r:
         assert r.size() == len(payload)
         assert r.read(100, 50) == payload[100:150]
@@ -215,16 +218,19 @@ def test_local_without_hard_links_is_refused(tmp_path, monkeypatch) -> None:
 
 
 @pytest.mark.s3
-def test_s3_server_ignoring_conditional_puts_is_refused(s3_server, monkeypatch) -> None:
+def test_s3_server_ignoring_conditional_puts_is_refused(s3_server: S3Server) -> None:
     from carbonlite.storage.s3 import S3Storage
 
-    storage = S3Storage(s3_server.storage_options)
     bucket = s3_server.new_bucket()
-    real_pipe = storage.fs.pipe_file
-
-    def pipe_ignoring_mode(path, data, mode="overwrite", **kw):  # a server that drops the header
-        return real_pipe(path, data, **kw)
-
-    monkeypatch.setattr(storage.fs, "pipe_file", pipe_ignoring_mode)
-    with pytest.raises(UnsupportedStorageError, match="ignores conditional writes"):
-        storage.put_if_absent(f"{bucket}/t/_carbonlite/log/0.json", b"{}")
+    with header_dropping_proxy(s3_server.endpoint_url, {"if-none-match"}) as url:
+        storage = S3Storage({**s3_server.storage_options, "endpoint_url": url})
+        with pytest.raises(UnsupportedStorageError, match="ignores conditional writes"):
+            storage.put_if_absent(f"{bucket}/t/_carbonlite/log/0.json", b"{}")
+        assert not storage.exists(f"{bucket}/t/_carbonlite/log/0.json")
+        assert storage.list(bucket, recursive=True) == [], "the probe object was left behind"
+        # Through the proxy, everything but the condition still works.
+        storage.put(f"{bucket}/plain", b"x")
+        assert storage.read(f"{bucket}/plain") == b"x"
+    # The same bucket on the honest server passes the probe.
+    honest = S3Storage(s3_server.storage_options)
+    assert honest.put_if_absent(f"{bucket}/t/_carbonlite/log/0.json", b"{}") is True
