@@ -128,7 +128,9 @@ class Lease:
     def acquire(self) -> Lease:
         self._renew()
         self._thread = threading.Thread(
-            target=self._heartbeat, name=f"carbonlite-lease-{self._record.lease_id[:8]}", daemon=True
+            target=self._heartbeat,
+            name=f"carbonlite-lease-{self._record.lease_id[:8]}",
+            daemon=True,
         )
         self._thread.start()
         return self
