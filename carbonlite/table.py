@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import numbers
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -12,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite._version import ENGINE
-from carbonlite.compaction.clean import CleanResult, clean, retention_seconds_of
+from carbonlite.compaction.clean import CleanResult, clean, duration_seconds_of
 from carbonlite.compaction.plan import CompactionKind
 from carbonlite.compaction.recover import DEFAULT_MIN_AGE_SECONDS, RecoverResult, recover
 from carbonlite.compaction.run import (
@@ -39,12 +40,13 @@ from carbonlite.metadata import (
     TxnMarker,
     commit,
 )
+from carbonlite.names import check_name, check_writer_id, table_location
 from carbonlite.properties import TableProperties, validate_properties
 from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import Filter, FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
 from carbonlite.reader.scan import SplitReader, read_splits, scan_plan
-from carbonlite.storage import open_storage
+from carbonlite.storage import Storage, open_storage
 from carbonlite.writer.append import CommitResult, TableWriter, now_ms
 from carbonlite.writer.batches import TableData
 
@@ -98,11 +100,68 @@ def _txn(txn: tuple[str, int] | None) -> TxnMarker | None:
         app_id, batch_id = txn
     except (TypeError, ValueError):
         raise InvalidOptionError(f"txn must be (app_id, batch_id), got {txn!r}") from None
-    if not isinstance(app_id, str) or not app_id or not isinstance(batch_id, int) or batch_id < 0:
+    if (
+        not isinstance(app_id, str)
+        or not app_id
+        or isinstance(batch_id, bool)
+        or not isinstance(batch_id, int)
+        or batch_id < 0
+    ):
         raise InvalidOptionError(
             f"txn must be (non-empty app_id string, batch_id integer >= 0), got {txn!r}"
         )
     return TxnMarker(app_id, batch_id)
+
+
+# --- argument checks: every value a user passes is checked before anything is read or written
+
+
+def _version_arg(version: object, *, what: str = "version") -> int:
+    """A table version given by a user: an integer (not a bool, a float or a digit string)."""
+    if isinstance(version, bool) or not isinstance(version, numbers.Integral):
+        raise InvalidOptionError(
+            f"{what} must be an integer table version such as 0 or 12, not "
+            f"{type(version).__name__} {version!r} (history() lists the versions)"
+        )
+    return int(version)
+
+
+def _flag_arg(value: object, *, what: str) -> bool:
+    """A yes/no option: only True or False (a string such as "false" would count as yes)."""
+    if not isinstance(value, bool):
+        raise InvalidOptionError(
+            f"{what} must be True or False, not {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+def _writer_id_arg(writer_id: object) -> str | None:
+    return None if writer_id is None else check_writer_id(writer_id)
+
+
+def _storage_options_arg(storage_options: object) -> dict[str, Any] | None:
+    if storage_options is None:
+        return None
+    if not isinstance(storage_options, Mapping):
+        raise InvalidOptionError(
+            "storage_options must be a mapping such as {'endpoint_url': 'http://...'}, not "
+            f"{type(storage_options).__name__} {storage_options!r}"
+        )
+    return dict(storage_options)
+
+
+def _file_in_the_way(storage: Storage, root: str) -> str | None:
+    """On a local disk, a plain file at ``root`` or at one of its parent directories, where no
+    table can be: its path, or None. (Object stores have no directories: an object named like
+    the table's prefix is no obstacle, and a bucket root is not a file.)"""
+    if storage.protocol != "file":
+        return None
+    candidates = [root]
+    parent = os.path.dirname(root)
+    while parent not in candidates:
+        candidates.append(parent)
+        parent = os.path.dirname(parent)
+    return next((storage.uri(c) for c in candidates if storage.exists(c)), None)
 
 
 class Table:
@@ -116,8 +175,10 @@ class Table:
         writer_id: str | None = None,
         _snapshot: Snapshot | None = None,
     ) -> None:
-        self.storage_options = dict(storage_options or {})
-        self.storage, self.root = open_storage(str(uri), self.storage_options or None)
+        writer_id = _writer_id_arg(writer_id)
+        uri = table_location(uri)
+        self.storage_options = _storage_options_arg(storage_options) or {}
+        self.storage, self.root = open_storage(uri, self.storage_options or None)
         self.path = self.storage.uri(self.root)
         self.log = Log(self.storage, self.root, self.path)
         self._snapshot = _snapshot if _snapshot is not None else self.log.load_latest()
@@ -165,10 +226,18 @@ class Table:
         """The snapshot at ``version`` (the loaded one by default)."""
         if version is None:
             return self._snapshot
+        version = _version_arg(version)
         return self.log.load_version(version, self.refresh()._snapshot)
 
     def history(self, limit: int | None = None) -> list[CommitRecord]:
-        """Commits, newest first (at most ``limit``)."""
+        """Commits, newest first: at most ``limit`` (1 or more), every one when None."""
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1
+        ):
+            raise InvalidOptionError(
+                f"limit must be a whole number of commits, 1 or more (or None for all of them), "
+                f"not {type(limit).__name__} {limit!r}"
+            )
         self.refresh()
         out: list[CommitRecord] = []
         oldest = min(self.log.listing().versions, default=self.version)
@@ -279,6 +348,10 @@ class Table:
         if isinstance(fields, pa.Field):
             fields = [fields]
         new = list(fields)
+        if not new or not all(isinstance(f, pa.Field) for f in new):
+            raise InvalidOptionError(
+                f"add_columns needs one or more pyarrow.Field (or a pyarrow.Schema), got {fields!r}"
+            )
         with self._writer.lock:
             self.refresh()
             snap = self._snapshot
@@ -335,6 +408,18 @@ class Table:
         """Merge SUCCESS segments: ``"minor"`` by level thresholds
         (``compaction_level_threshold``), ``"major"`` up to ``major_compaction_size``,
         ``"custom"`` the given ``segments``. One version, ``data_change = false``."""
+        if segments is not None:
+            if isinstance(segments, str) or not isinstance(segments, Sequence):
+                raise InvalidOptionError(
+                    "segments must be a list of segment ids such as ['0', '1.1'], not "
+                    f"{type(segments).__name__} {segments!r}"
+                )
+            for sid in segments:
+                check_name(
+                    sid,
+                    what="segment id",
+                    fix=f"give ids of segments of {self.path!r} as segments() lists them",
+                )
         if kind == "handoff":
             return self.handoff(executor=executor)
         return self._compact(kind, segments, executor)
@@ -371,9 +456,9 @@ class Table:
         result, snapshot = clean(
             self.log,
             self._snapshot,
-            retention_seconds=retention_seconds_of(retention),
-            dry_run=dry_run,
-            force=force,
+            retention_seconds=duration_seconds_of(retention, what="retention"),
+            dry_run=_flag_arg(dry_run, what="dry_run"),
+            force=_flag_arg(force, what="force"),
         )
         self._advance(snapshot)
         return result
@@ -384,7 +469,8 @@ class Table:
         """Cut stream files back to their committed lengths and delete files no version
         references, leaving alone anything changed within ``min_age`` (default 1 hour) that a
         live writer may still commit."""
-        age = retention_seconds_of(min_age)
+        age = duration_seconds_of(min_age, what="min_age")
+        dry_run = _flag_arg(dry_run, what="dry_run")
         return recover(
             self.log,
             self.refresh()._snapshot,
@@ -468,6 +554,9 @@ class Table:
         """Rows inserted or deleted by each commit from ``start_version`` to ``end_version``
         (inclusive; latest by default), with ``_change_type``, ``_commit_version`` and
         ``_commit_timestamp`` columns."""
+        start_version = _version_arg(start_version, what="start_version")
+        if end_version is not None:
+            end_version = _version_arg(end_version, what="end_version")
         latest = self.refresh()._snapshot
         end = latest.version if end_version is None else end_version
         if start_version < 0 or end < start_version:
@@ -546,9 +635,18 @@ def create_table(
     storage_options: Mapping[str, Any] | None = None,
     writer_id: str | None = None,
 ) -> Table:
-    """Create a table at ``path``; raises :class:`TableExistsError` if one is there."""
+    """Create a table at ``path``; raises :class:`TableExistsError` if one is there, and
+    :class:`InvalidOptionError` if ``path`` is a file."""
+    location = table_location(path)
+    writer_id = _writer_id_arg(writer_id)
+    options = _storage_options_arg(storage_options)
     if not isinstance(schema, pa.Schema):
         raise InvalidOptionError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+    if len(schema) == 0:
+        raise SchemaMismatchError(
+            f"cannot create a table at {location!r} with an empty schema: a table needs at least "
+            "one column, e.g. pa.schema([('id', pa.int64())])"
+        )
     check_schema(schema)
     metadata = TableMetadata(
         table_id=uuid.uuid4().hex,
@@ -557,8 +655,14 @@ def create_table(
         properties=validate_properties(properties),
         created_time=now_ms(),
     )
-    storage, root = open_storage(os.fspath(path), dict(storage_options or {}) or None)
+    storage, root = open_storage(location, options or None)
     uri = storage.uri(root)
+    blocker = _file_in_the_way(storage, root)
+    if blocker is not None:
+        raise InvalidOptionError(
+            f"cannot create a table at {uri!r}: {blocker!r} is a file, not a directory; give a "
+            "path that is a directory or does not exist yet"
+        )
     log = Log(storage, root, uri)
     if log.exists():
         raise TableExistsError(f"a CarbonLite table already exists at {uri!r}")
@@ -578,7 +682,7 @@ def create_table(
     )
     if not log.try_write(0, actions, empty):
         raise TableExistsError(f"a CarbonLite table was created at {uri!r} at the same time")
-    return Table(uri, storage_options=storage_options, writer_id=writer_id, _snapshot=snapshot)
+    return Table(uri, storage_options=options, writer_id=writer_id, _snapshot=snapshot)
 
 
 def open_table(
@@ -587,8 +691,19 @@ def open_table(
     storage_options: Mapping[str, Any] | None = None,
     writer_id: str | None = None,
 ) -> Table:
-    """Open the table at ``path``; raises :class:`TableNotFoundError` if there is none."""
+    """Open the table at ``path``; raises :class:`TableNotFoundError` if there is none (also
+    when ``path`` is a file)."""
+    location = table_location(path)
     try:
-        return Table(os.fspath(path), storage_options=storage_options, writer_id=writer_id)
-    except FileNotFoundError as exc:  # pragma: no cover - Log turns absence into TableNotFound
-        raise TableNotFoundError(f"no CarbonLite table at {os.fspath(path)!r}") from exc
+        return Table(location, storage_options=storage_options, writer_id=writer_id)
+    except (TableNotFoundError, FileNotFoundError, NotADirectoryError) as exc:
+        storage, root = open_storage(location, _storage_options_arg(storage_options))
+        blocker = _file_in_the_way(storage, root)
+        if blocker is None and isinstance(exc, TableNotFoundError):
+            raise
+        if blocker is None:  # pragma: no cover - Log turns absence into TableNotFound
+            raise TableNotFoundError(f"no CarbonLite table at {location!r}") from exc
+        raise TableNotFoundError(
+            f"no CarbonLite table at {storage.uri(root)!r}: {blocker!r} is a file, not a "
+            "directory; give the table's directory (the one holding _carbonlite/)"
+        ) from None

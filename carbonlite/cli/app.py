@@ -50,23 +50,37 @@ F = TypeVar("F", bound=Callable[..., Any])
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON document instead of tables.")
 
 
+def _print_error(kind: str, text: str) -> None:
+    """``error: <kind>: <first line>`` on stderr; further lines (one per problem) indented."""
+    lines = text.splitlines() or [kind]
+    err_console.print(
+        f"[bold red]error:[/bold red] {kind}: {escape(lines[0])}", highlight=False, soft_wrap=True
+    )
+    for line in lines[1:]:
+        err_console.print(f"  {escape(line.strip())}", highlight=False, soft_wrap=True)
+
+
 def fail_cleanly(fn: F) -> F:
-    """Turn CarbonLite (and file-system) errors into one line on stderr and exit status 1."""
+    """Turn CarbonLite errors, and storage failures the storage layer did not name (an
+    ``OSError``: network, permissions, disk), into one line on stderr and exit status 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (CarbonLiteError, OSError) as exc:
-            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            extra = str(exc).splitlines()[1:]
-            err_console.print(
-                f"[bold red]error:[/bold red] {type(exc).__name__}: {escape(message)}",
-                highlight=False,
-                soft_wrap=True,
+        except CarbonLiteError as exc:
+            _print_error(type(exc).__name__, str(exc))
+            raise typer.Exit(1) from None
+        except BrokenPipeError:  # the reader of our output went away (``| head``)
+            raise typer.Exit(1) from None
+        except OSError as exc:
+            where = kwargs.get("path") or kwargs.get("directory")
+            detail = " ".join(str(exc).split()) or "no details"
+            _print_error(
+                type(exc).__name__,
+                f"storage failed{f' for {where!r}' if where else ''}: {detail}; check that the "
+                "path exists and is reachable, its permissions, and --storage-options",
             )
-            for line in extra:
-                err_console.print(f"  {escape(line.strip())}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]

@@ -27,6 +27,8 @@ def demo(
     """
     if directory is None:
         directory = tempfile.mkdtemp(prefix="carbonlite-demo-")
+    elif os.path.exists(directory) and not os.path.isdir(directory):
+        raise InvalidOptionError(f"--dir {directory!r} is a file; give a new or empty directory")
     elif os.path.exists(directory) and os.listdir(directory):
         raise InvalidOptionError(f"--dir {directory!r} is not empty; give a new or empty directory")
     try:

@@ -5,9 +5,11 @@ uncommitted append) and files no version references (a writer or compaction that
 committing). Neither is ever visible to readers; ``recover`` reclaims the space.
 
 It is safe while writers run: it never touches committed bytes. It leaves alone every file
-modified within ``min_age`` (default one hour) and a stream file whose writer holds its lock;
-it acts on a file only while holding that file's owner locks and after re-reading the log, so
-a writer that just committed is seen. Log temporary files younger than a minute are never
+modified within ``min_age`` (default one hour), every file a live lease covers (compaction
+outputs, Spark task files and object-store appends in flight, however old: writer/lease.py),
+and a stream file whose writer holds its lock; it acts on a file only while holding that
+file's owner locks and after re-reading the log (files, then leases, then the log), so a
+writer that just committed is seen. Expired lease records are removed. Log temporary files younger than a minute are never
 touched (a commit may be linking them). Writers and compactions re-check their files right
 before committing. It also removes checkpoint indexes whose document was never written and
 lock files nobody has held for ``min_age``.
@@ -20,11 +22,13 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
+from carbonlite.compaction.clean import check_seconds
 from carbonlite.errors import WriterConflictError
 from carbonlite.metadata import Log, Snapshot
 from carbonlite.metadata.log import INDEX_SUFFIX, META_DIR
 from carbonlite.storage import Storage
 from carbonlite.writer.append import LOCK_DIR, owner_lock_paths
+from carbonlite.writer.lease import LEASE_DIR, read_leases
 
 __all__ = ["DEFAULT_MIN_AGE_SECONDS", "RecoverResult", "recover"]
 
@@ -79,6 +83,7 @@ def _owning(storage: Storage, root: str, rel: str) -> Iterator[None]:
 def recover(
     log: Log, snapshot: Snapshot, *, dry_run: bool, min_age_seconds: float = DEFAULT_MIN_AGE_SECONDS
 ) -> RecoverResult:
+    min_age_seconds = check_seconds(min_age_seconds, what="min_age")
     snapshot = log.update(snapshot)
     storage, root = log.storage, log.root
     referenced = _referenced(snapshot)
@@ -89,12 +94,21 @@ def recover(
     orphans: list[str] = []
     skipped: list[str] = []
     freed = 0
-    for status in storage.list(storage.join(root, "segments"), recursive=True):
+    files = storage.list(storage.join(root, "segments"), recursive=True)
+    # Leases after the listing, the log (re-read below, under the owner locks) after the
+    # leases: a file listed here whose lease is gone by now was committed before (lease.py).
+    leases, unreadable = read_leases(storage, root)
+    live = [lease for lease in leases if lease.expires_ms > now * 1000]
+    for status in files:
         rel = status.path[len(prefix) :] if status.path.startswith(prefix) else status.path
         committed = referenced.get(rel)
         if committed is not None and status.size <= committed:
             continue
-        if status.mtime > cutoff or _held_by_live_writer(storage, root, rel):
+        if (
+            status.mtime > cutoff
+            or any(lease.covers(rel) for lease in live)
+            or _held_by_live_writer(storage, root, rel)
+        ):
             skipped.append(rel)
             continue
         if dry_run:
@@ -144,6 +158,13 @@ def recover(
                 storage.delete(status.path)
         elif old and rel.startswith(LOCK_DIR + "/") and not dry_run:
             _remove_idle_lock(storage, status.path)
+    if not dry_run:
+        expired = [lease for lease in leases if lease.expires_ms <= now * 1000]
+        for lease in expired:
+            storage.delete(storage.join(root, LEASE_DIR, f"{lease.lease_id}.json"))
+        for status in unreadable:
+            if status.mtime <= cutoff:
+                storage.delete(status.path)
     return RecoverResult(dry_run, tuple(truncated), tuple(orphans), freed, tuple(skipped))
 
 

@@ -209,10 +209,12 @@ class Log:
     def load_latest(self) -> Snapshot:
         """The newest snapshot. Raises :class:`TableNotFoundError` when there is no table, and
         :class:`CorruptDataError` when the log has a hole before its newest version."""
-        start = self._starting_snapshot()
+        # Without a usable checkpoint, opening lists the log; the listing, taken before the
+        # replay, names only versions the replay must reach, unless the log has a hole.
+        start, listing = self._starting_snapshot()
         latest = self.update(start)
-        if start.version == 0:  # no checkpoint yet: a listing is cheap, look for holes
-            beyond = [v for v in self.listing().versions if v > latest.version]
+        if listing is not None:
+            beyond = [v for v in listing.versions if v > latest.version]
             if beyond:
                 raise CorruptDataError(
                     f"the log of {self.uri!r} is missing version {latest.version + 1} while "
@@ -222,25 +224,26 @@ class Log:
                 )
         return latest
 
-    def _starting_snapshot(self) -> Snapshot:
-        """The newest readable checkpoint (the pointer is only a hint), else version 0."""
+    def _starting_snapshot(self) -> tuple[Snapshot, LogListing | None]:
+        """The newest readable checkpoint (the pointer is only a hint), else version 0; with
+        the listing of the log when one was needed to find it."""
         pointer = self.last_checkpoint()
         if pointer is not None:
             snapshot = self.try_read_checkpoint(pointer)
             if snapshot is not None:
-                return snapshot
+                return snapshot, None
         listing = self.listing()
         for c in reversed(listing.checkpoints):
             if c != pointer:
                 snapshot = self.try_read_checkpoint(c)
                 if snapshot is not None:
-                    return snapshot
+                    return snapshot, listing
         try:
             zero = self.read_actions(0, None)
         except FileNotFoundError:
             zero = None
         if zero is not None:
-            return Snapshot.from_actions(self.uri, 0, zero)
+            return Snapshot.from_actions(self.uri, 0, zero), listing
         if listing.versions or listing.checkpoints:
             raise CorruptDataError(
                 f"the log of {self.uri!r} starts at version "
@@ -354,7 +357,9 @@ class Log:
                 actions = self.read_actions(snapshot.version + 1, snapshot)
             except FileNotFoundError:
                 missing = snapshot.version + 1
-                if any(v > missing for v in listing.versions + listing.checkpoints):
+                # clean removes versions oldest first: one missing after one still there, with
+                # later ones present, was lost, not cleaned
+                if missing - 1 in listing.versions and any(v > missing for v in listing.versions):
                     raise CorruptDataError(
                         f"the log of {self.uri!r} is missing version {missing} (later versions "
                         f"exist), so version {version} cannot be rebuilt; restore the file from "

@@ -33,6 +33,7 @@ from carbonlite.metadata.blocklet_index import BlockletIndex, encode_blocklet_in
 from carbonlite.metadata.schema_json import schema_from_json, schema_to_json
 from carbonlite.metadata.seal import SealMismatchError, seal, unseal
 from carbonlite.metadata.snapshot import BlockletSeq, FileState, SegmentState, Snapshot
+from carbonlite.names import check_checkpoint_names
 
 __all__ = [
     "decode_actions",
@@ -283,8 +284,8 @@ def decode_actions(
         for key, value in entries:
             if key == "metaData":
                 schema = schema_from_json(value["schema"])
-                if format_version is None:
-                    format_version = int(value["format_version"])
+                declared = int(value["format_version"])  # a version may raise the format
+                format_version = max(format_version or declared, declared)
     except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise CorruptDataError(f"log entry does not parse: {exc!r}", path=where) from None
     format_version = LOG_FORMAT_VERSION if format_version is None else format_version
@@ -423,6 +424,7 @@ def decode_checkpoint(
                 files=files,
                 files_removed=s.get("files_removed", False),
             )
+        check_checkpoint_names(index_name, {k: v.files for k, v in segments.items()}, where=where)
         return Snapshot(
             table_path=table_path,
             version=header["version"],

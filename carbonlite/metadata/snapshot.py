@@ -28,6 +28,7 @@ from carbonlite.metadata.actions import (
     TableMetadata,
     TxnMarker,
 )
+from carbonlite.names import check_log_name, check_log_path
 
 __all__ = ["BlockletSeq", "FileState", "SegmentState", "Snapshot"]
 
@@ -299,6 +300,11 @@ class Snapshot:
             if isinstance(action, BlockletsAppended):
                 segments[action.segment_id] = _append(segments, action, version, self.table_path)
             elif isinstance(action, SegmentAdded):
+                check_log_name(
+                    action.segment_id,
+                    what="segment id",
+                    where=f"version {version} of {self.table_path!r}",
+                )
                 if action.status not in _STATUSES or action.format not in ("STREAMING", "COLUMNAR"):
                     raise CorruptDataError(
                         f"version {version} of {self.table_path!r} adds segment "
@@ -386,6 +392,7 @@ def _segment(
 def _append(
     segments: dict[str, SegmentState], action: BlockletsAppended, version: int, table: str
 ) -> SegmentState:
+    check_log_path(action.file, what="data file", where=f"version {version} of {table!r}")
     seg = _segment(segments, action.segment_id, version, table)
     if seg.status != "STREAMING" and seg.created_version != version:
         raise CorruptDataError(

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,10 +35,11 @@ from carbonlite.metadata import (
     TxnMarker,
     commit,
 )
-from carbonlite.names import check_name
+from carbonlite.names import check_writer_id
 from carbonlite.properties import TableProperties
 from carbonlite.storage import Storage
 from carbonlite.writer.batches import TableData, conformed_batches
+from carbonlite.writer.lease import Lease
 from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 
 __all__ = ["AppendCommit", "CommitResult", "TableWriter", "lock_path", "now_ms", "owner_lock_paths"]
@@ -191,15 +192,7 @@ class TableWriter:
     ) -> None:
         self.storage = storage
         self.root = root
-        self.writer_id = (
-            uuid.uuid4().hex[:16]
-            if writer_id is None
-            else check_name(
-                writer_id,
-                what="writer_id",
-                fix="give a plain name such as 'ingest-1', or none for a random one",
-            )
-        )
+        self.writer_id = uuid.uuid4().hex[:16] if writer_id is None else check_writer_id(writer_id)
         self.storage_options = dict(storage_options or {})
         self.lock = threading.RLock()
         self._owned_depth = 0
@@ -225,6 +218,15 @@ class TableWriter:
                     yield
                 finally:
                     self._owned_depth = 0
+
+    def leased(self) -> AbstractContextManager[Lease | None]:
+        """A lease over this writer's files where no writer lock guards them (object stores:
+        each append is a new object that ``recover`` could take for an orphan)."""
+        if self.storage.supports_append:
+            return nullcontext()
+        return Lease(
+            self.storage, self.root, owner=f"writer {self.writer_id}", names=[f"{self.writer_id}-"]
+        )
 
     # --- choosing where to write --------------------------------------------------------------
 
@@ -278,7 +280,7 @@ class TableWriter:
     ) -> tuple[CommitResult, Snapshot]:
         """Write ``data`` and commit it as one version; returns the result and new snapshot."""
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
-        with self.owned():
+        with self.owned(), self.leased() as lease:
             snapshot = log.update(snapshot)  # committed lengths as of now, under the lock
             if txn is not None:
                 done = snapshot.txns.get(txn.app_id)
@@ -321,6 +323,8 @@ class TableWriter:
                 operation=operation,
                 parameters=parameters,
             )
+            if lease is not None:
+                lease.check()
             return self.commit(log, snapshot, pending)
 
     def commit(

@@ -12,6 +12,7 @@ storage and on S3 through a real moto server.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -334,3 +335,29 @@ def test_one_changed_digit_in_a_statistic_never_drops_rows(place) -> None:
     table.storage.put(path, damaged)
     with pytest.raises(cl.CorruptDataError, match="damaged"):
         place.open("t").to_arrow(filter=pc.field("id") > 15)
+
+
+def test_a_table_deleted_under_a_table_object_is_not_found_and_nothing_is_created(tmp_path):
+    path = tmp_path / "t"
+    table = cl.create_table(path, events(0, 1).schema)
+    table.append(events(0, 10))
+    shutil.rmtree(path)
+    with pytest.raises(cl.TableNotFoundError, match="gone"):
+        table.refresh()
+    with pytest.raises(cl.TableNotFoundError):
+        table.append(events(10, 10))
+    with pytest.raises(cl.TableNotFoundError):
+        table.handoff()
+    assert not path.exists()  # no directory, no stray data file, no lock file re-created
+
+
+@pytest.mark.s3
+def test_a_table_deleted_from_s3_under_a_table_object_is_not_found(s3_server) -> None:
+    place = Place("s3", f"s3://{s3_server.new_bucket()}", s3_server.storage_options)
+    table = place.create("t")
+    table.append(events(0, 10))
+    for status in table.storage.list(table.root, recursive=True):
+        table.storage.delete(status.path)
+    with pytest.raises(cl.TableNotFoundError):
+        table.append(events(10, 10))
+    assert table.storage.list(table.root, recursive=True) == []
