@@ -13,7 +13,16 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite._version import ENGINE
-from carbonlite.compaction.clean import CleanResult, clean, duration_seconds_of
+from carbonlite.arguments import (
+    duration_seconds_of,
+    file_in_the_way,
+    flag_arg,
+    storage_options_arg,
+    txn_arg,
+    version_arg,
+    writer_id_arg,
+)
+from carbonlite.compaction.clean import CleanResult, clean
 from carbonlite.compaction.plan import CompactionKind
 from carbonlite.compaction.recover import DEFAULT_MIN_AGE_SECONDS, RecoverResult, recover
 from carbonlite.compaction.run import (
@@ -40,13 +49,13 @@ from carbonlite.metadata import (
     TxnMarker,
     commit,
 )
-from carbonlite.names import check_name, check_writer_id, table_location
+from carbonlite.names import check_name, table_location
 from carbonlite.properties import TableProperties, validate_properties
 from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import Filter, FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
 from carbonlite.reader.scan import SplitReader, read_splits, scan_plan
-from carbonlite.storage import Storage, open_storage
+from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, TableWriter, now_ms
 from carbonlite.writer.batches import TableData
 
@@ -93,77 +102,6 @@ class SegmentInfo:
     status_time: datetime.datetime
 
 
-def _txn(txn: tuple[str, int] | None) -> TxnMarker | None:
-    if txn is None:
-        return None
-    try:
-        app_id, batch_id = txn
-    except (TypeError, ValueError):
-        raise InvalidOptionError(f"txn must be (app_id, batch_id), got {txn!r}") from None
-    if (
-        not isinstance(app_id, str)
-        or not app_id
-        or isinstance(batch_id, bool)
-        or not isinstance(batch_id, int)
-        or batch_id < 0
-    ):
-        raise InvalidOptionError(
-            f"txn must be (non-empty app_id string, batch_id integer >= 0), got {txn!r}"
-        )
-    return TxnMarker(app_id, batch_id)
-
-
-# --- argument checks: every value a user passes is checked before anything is read or written
-
-
-def _version_arg(version: object, *, what: str = "version") -> int:
-    """A table version given by a user: an integer (not a bool, a float or a digit string)."""
-    if isinstance(version, bool) or not isinstance(version, numbers.Integral):
-        raise InvalidOptionError(
-            f"{what} must be an integer table version such as 0 or 12, not "
-            f"{type(version).__name__} {version!r} (history() lists the versions)"
-        )
-    return int(version)
-
-
-def _flag_arg(value: object, *, what: str) -> bool:
-    """A yes/no option: only True or False (a string such as "false" would count as yes)."""
-    if not isinstance(value, bool):
-        raise InvalidOptionError(
-            f"{what} must be True or False, not {type(value).__name__} {value!r}"
-        )
-    return value
-
-
-def _writer_id_arg(writer_id: object) -> str | None:
-    return None if writer_id is None else check_writer_id(writer_id)
-
-
-def _storage_options_arg(storage_options: object) -> dict[str, Any] | None:
-    if storage_options is None:
-        return None
-    if not isinstance(storage_options, Mapping):
-        raise InvalidOptionError(
-            "storage_options must be a mapping such as {'endpoint_url': 'http://...'}, not "
-            f"{type(storage_options).__name__} {storage_options!r}"
-        )
-    return dict(storage_options)
-
-
-def _file_in_the_way(storage: Storage, root: str) -> str | None:
-    """On a local disk, a plain file at ``root`` or at one of its parent directories, where no
-    table can be: its path, or None. (Object stores have no directories: an object named like
-    the table's prefix is no obstacle, and a bucket root is not a file.)"""
-    if storage.protocol != "file":
-        return None
-    candidates = [root]
-    parent = os.path.dirname(root)
-    while parent not in candidates:
-        candidates.append(parent)
-        parent = os.path.dirname(parent)
-    return next((storage.uri(c) for c in candidates if storage.exists(c)), None)
-
-
 class Table:
     """A CarbonLite table. Get one with :func:`create_table` or :func:`open_table`."""
 
@@ -175,9 +113,9 @@ class Table:
         writer_id: str | None = None,
         _snapshot: Snapshot | None = None,
     ) -> None:
-        writer_id = _writer_id_arg(writer_id)
+        writer_id = writer_id_arg(writer_id)
         uri = table_location(uri)
-        self.storage_options = _storage_options_arg(storage_options) or {}
+        self.storage_options = storage_options_arg(storage_options) or {}
         self.storage, self.root = open_storage(uri, self.storage_options or None)
         self.path = self.storage.uri(self.root)
         self.log = Log(self.storage, self.root, self.path)
@@ -226,7 +164,7 @@ class Table:
         """The snapshot at ``version`` (the loaded one by default)."""
         if version is None:
             return self._snapshot
-        version = _version_arg(version)
+        version = version_arg(version)
         return self.log.load_version(version, self.refresh()._snapshot)
 
     def history(self, limit: int | None = None) -> list[CommitRecord]:
@@ -301,12 +239,12 @@ class Table:
         data, and an append whose batch id the table already holds (or passed) is skipped:
         ``result.skipped`` is then True and nothing is written.
         """
-        return self._write(data, txn=_txn(txn), overwrite=False)
+        return self._write(data, txn=txn_arg(txn), overwrite=False)
 
     def overwrite(self, data: TableData, *, txn: tuple[str, int] | None = None) -> CommitResult:
         """Replace the table's rows with ``data`` in one version (old segments are marked for
         delete; time travel still sees them until ``clean``)."""
-        return self._write(data, txn=_txn(txn), overwrite=True)
+        return self._write(data, txn=txn_arg(txn), overwrite=True)
 
     def _write(
         self,
@@ -457,8 +395,8 @@ class Table:
             self.log,
             self._snapshot,
             retention_seconds=duration_seconds_of(retention, what="retention"),
-            dry_run=_flag_arg(dry_run, what="dry_run"),
-            force=_flag_arg(force, what="force"),
+            dry_run=flag_arg(dry_run, what="dry_run"),
+            force=flag_arg(force, what="force"),
         )
         self._advance(snapshot)
         return result
@@ -470,7 +408,7 @@ class Table:
         references, leaving alone anything changed within ``min_age`` (default 1 hour) that a
         live writer may still commit."""
         age = duration_seconds_of(min_age, what="min_age")
-        dry_run = _flag_arg(dry_run, what="dry_run")
+        dry_run = flag_arg(dry_run, what="dry_run")
         return recover(
             self.log,
             self.refresh()._snapshot,
@@ -554,9 +492,9 @@ class Table:
         """Rows inserted or deleted by each commit from ``start_version`` to ``end_version``
         (inclusive; latest by default), with ``_change_type``, ``_commit_version`` and
         ``_commit_timestamp`` columns."""
-        start_version = _version_arg(start_version, what="start_version")
+        start_version = version_arg(start_version, what="start_version")
         if end_version is not None:
-            end_version = _version_arg(end_version, what="end_version")
+            end_version = version_arg(end_version, what="end_version")
         latest = self.refresh()._snapshot
         end = latest.version if end_version is None else end_version
         if start_version < 0 or end < start_version:
@@ -638,8 +576,8 @@ def create_table(
     """Create a table at ``path``; raises :class:`TableExistsError` if one is there, and
     :class:`InvalidOptionError` if ``path`` is a file."""
     location = table_location(path)
-    writer_id = _writer_id_arg(writer_id)
-    options = _storage_options_arg(storage_options)
+    writer_id = writer_id_arg(writer_id)
+    options = storage_options_arg(storage_options)
     if not isinstance(schema, pa.Schema):
         raise InvalidOptionError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
     if len(schema) == 0:
@@ -657,7 +595,7 @@ def create_table(
     )
     storage, root = open_storage(location, options or None)
     uri = storage.uri(root)
-    blocker = _file_in_the_way(storage, root)
+    blocker = file_in_the_way(storage, root)
     if blocker is not None:
         raise InvalidOptionError(
             f"cannot create a table at {uri!r}: {blocker!r} is a file, not a directory; give a "
@@ -697,8 +635,8 @@ def open_table(
     try:
         return Table(location, storage_options=storage_options, writer_id=writer_id)
     except (TableNotFoundError, FileNotFoundError, NotADirectoryError) as exc:
-        storage, root = open_storage(location, _storage_options_arg(storage_options))
-        blocker = _file_in_the_way(storage, root)
+        storage, root = open_storage(location, storage_options_arg(storage_options))
+        blocker = file_in_the_way(storage, root)
         if blocker is None and isinstance(exc, TableNotFoundError):
             raise
         if blocker is None:  # pragma: no cover - Log turns absence into TableNotFound

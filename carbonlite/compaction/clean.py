@@ -12,25 +12,16 @@ itself older than that, so every remaining version can still be opened.
 
 from __future__ import annotations
 
-import datetime
-import math
-import numbers
 from dataclasses import dataclass
 
 from carbonlite._version import ENGINE
+from carbonlite.arguments import check_seconds
 from carbonlite.errors import CorruptDataError, InvalidOptionError
 from carbonlite.metadata import Action, CommitInfo, FilesRemoved, Log, Snapshot, commit
-from carbonlite.properties import TableProperties, parse_duration
+from carbonlite.properties import TableProperties
 from carbonlite.writer.append import now_ms
 
-__all__ = [
-    "MIN_RETENTION_SECONDS",
-    "CleanResult",
-    "check_seconds",
-    "clean",
-    "duration_seconds_of",
-    "retention_seconds_of",
-]
+__all__ = ["MIN_RETENTION_SECONDS", "CleanResult", "clean"]
 
 MIN_RETENTION_SECONDS = 3600.0
 
@@ -150,50 +141,3 @@ def clean(
     for path in log_files:
         storage.delete(path)
     return CleanResult(False, version, files, nbytes, tuple(log_files), retention), snapshot
-
-
-def check_seconds(seconds: object, *, what: str) -> float:
-    """``seconds`` if it is a duration CarbonLite can use: a finite number, 0 or more. The
-    one check for every duration (``retention``, ``min_age``); :class:`InvalidOptionError`
-    otherwise."""
-    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
-        raise InvalidOptionError(
-            f"{what} must be a number of seconds, not {type(seconds).__name__} {seconds!r}"
-        )
-    seconds = float(seconds)
-    if math.isnan(seconds) or math.isinf(seconds):
-        raise InvalidOptionError(
-            f"{what} must be a finite number of seconds, got {seconds!r}; give a duration such "
-            "as '7d', '12h' or 3600"
-        )
-    if seconds < 0:
-        raise InvalidOptionError(
-            f"{what} must not be negative, got {seconds:g} s; give a duration such as '7d', "
-            "'12h' or 3600 (0 means no wait)"
-        )
-    return seconds
-
-
-def duration_seconds_of(value: object, *, what: str) -> float | None:
-    """``"7d"``, ``3600``, a ``timedelta`` or None (the default) as seconds, checked with
-    :func:`check_seconds`; anything else is an :class:`InvalidOptionError` naming ``what``."""
-    if value is None:
-        return None
-    if isinstance(value, datetime.timedelta):
-        return check_seconds(value.total_seconds(), what=what)
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return check_seconds(value, what=what)
-    if isinstance(value, str):
-        try:
-            seconds = parse_duration(value)
-        except ValueError as exc:
-            raise InvalidOptionError(f"{what}: {exc}") from None
-        return check_seconds(seconds, what=what)
-    raise InvalidOptionError(
-        f"{what} must be a duration like '7d', seconds, or a timedelta, not {value!r}"
-    )
-
-
-def retention_seconds_of(value: object) -> float | None:
-    """:func:`duration_seconds_of` for ``retention``."""
-    return duration_seconds_of(value, what="retention")

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-from carbonlite.compaction.clean import check_seconds
+from carbonlite.arguments import check_seconds
 from carbonlite.errors import WriterConflictError
 from carbonlite.metadata import Log, Snapshot
 from carbonlite.metadata.log import INDEX_SUFFIX, META_DIR

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pyarrow.compute as pc
@@ -22,8 +21,7 @@ import pytest
 
 import carbonlite as cl
 from carbonlite.storage import Storage
-from carbonlite.writer.lease import LEASE_DIR, read_leases
-from tests.support.places import Place
+from tests.support.places import Place, expire_leases
 from tests.support.tables import events
 
 Put = Callable[[str, bytes], bool]
@@ -89,15 +87,6 @@ def data_files(table: cl.Table) -> dict[str, int]:
 
 def _rel(table: cl.Table, path: str) -> str:
     return path[len(table.root.rstrip("/")) + 1 :]
-
-
-def _expire_leases(table: cl.Table) -> None:
-    """What the passing of a lease term does: every lease record now lies in the past."""
-    leases, _ = read_leases(table.storage, table.root)
-    assert leases
-    for lease in leases:
-        path = table.storage.join(table.root, LEASE_DIR, f"{lease.lease_id}.json")
-        table.storage.put(path, replace(lease, expires_ms=lease.expires_ms - 10**9).to_json())
 
 
 def data_bytes_of(files: dict[str, int]) -> int:
@@ -212,7 +201,7 @@ def test_an_undecidable_handoff_deletes_nothing(place, on_version_put, monkeypat
     # The outputs stay leased for a whole term: a version landing late may still need them.
     assert set(fresh.recover(min_age=0).skipped_recent) >= {_rel(fresh, p) for p in outputs}
     assert set(data_files(fresh)) >= outputs
-    _expire_leases(fresh)
+    assert expire_leases(fresh) == 1
     fresh.recover(min_age=0)  # settles it: the version never landed, so the outputs go
     assert data_files(fresh) == before
     assert ids(place.open("t")) == list(range(20))

@@ -5,10 +5,11 @@ Tests that take the ``place`` fixture (tests/conftest.py) run once on each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import carbonlite as cl
+from carbonlite.writer.lease import LEASE_DIR, read_leases
 from tests.support.tables import EVENTS
 
 
@@ -28,3 +29,13 @@ class Place:
 
     def open(self, name: str, **kwargs: Any) -> cl.Table:
         return cl.open_table(self.uri(name), storage_options=self.storage_options, **kwargs)
+
+
+def expire_leases(table: cl.Table) -> int:
+    """What the passing of a lease term does (writer/lease.py): every lease record of
+    ``table`` now lies in the past. Returns how many there were."""
+    leases, _ = read_leases(table.storage, table.root)
+    for lease in leases:
+        path = table.storage.join(table.root, LEASE_DIR, f"{lease.lease_id}.json")
+        table.storage.put(path, replace(lease, expires_ms=lease.expires_ms - 10**9).to_json())
+    return len(leases)

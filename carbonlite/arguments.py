@@ -1,0 +1,142 @@
+"""Checks of the values users pass to the public API, one place for each kind of value.
+
+Every check runs before anything is read or written and raises :class:`InvalidOptionError`
+(a :class:`CarbonLiteError`) saying what was expected, what was given and how to fix it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from carbonlite.errors import InvalidOptionError
+from carbonlite.metadata import TxnMarker
+from carbonlite.names import check_writer_id
+from carbonlite.properties import parse_duration
+from carbonlite.storage import Storage
+
+__all__ = [
+    "check_seconds",
+    "duration_seconds_of",
+    "file_in_the_way",
+    "flag_arg",
+    "storage_options_arg",
+    "txn_arg",
+    "version_arg",
+    "writer_id_arg",
+]
+
+
+def txn_arg(txn: tuple[str, int] | None) -> TxnMarker | None:
+    """A transaction ``(app_id, batch_id)`` a user gave, as its log marker (None: none)."""
+    if txn is None:
+        return None
+    try:
+        app_id, batch_id = txn
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"txn must be (app_id, batch_id), got {txn!r}") from None
+    if (
+        not isinstance(app_id, str)
+        or not app_id
+        or isinstance(batch_id, bool)
+        or not isinstance(batch_id, int)
+        or batch_id < 0
+    ):
+        raise InvalidOptionError(
+            f"txn must be (non-empty app_id string, batch_id integer >= 0), got {txn!r}"
+        )
+    return TxnMarker(app_id, batch_id)
+
+
+def version_arg(version: object, *, what: str = "version") -> int:
+    """A table version given by a user: an integer (not a bool, a float or a digit string)."""
+    if isinstance(version, bool) or not isinstance(version, numbers.Integral):
+        raise InvalidOptionError(
+            f"{what} must be an integer table version such as 0 or 12, not "
+            f"{type(version).__name__} {version!r} (history() lists the versions)"
+        )
+    return int(version)
+
+
+def flag_arg(value: object, *, what: str) -> bool:
+    """A yes/no option: only True or False (a string such as "false" would count as yes)."""
+    if not isinstance(value, bool):
+        raise InvalidOptionError(
+            f"{what} must be True or False, not {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+def writer_id_arg(writer_id: object) -> str | None:
+    return None if writer_id is None else check_writer_id(writer_id)
+
+
+def storage_options_arg(storage_options: object) -> dict[str, Any] | None:
+    if storage_options is None:
+        return None
+    if not isinstance(storage_options, Mapping):
+        raise InvalidOptionError(
+            "storage_options must be a mapping such as {'endpoint_url': 'http://...'}, not "
+            f"{type(storage_options).__name__} {storage_options!r}"
+        )
+    return dict(storage_options)
+
+
+def file_in_the_way(storage: Storage, root: str) -> str | None:
+    """On a local disk, a plain file at ``root`` or at one of its parent directories, where no
+    table can be: its path, or None. (Object stores have no directories: an object named like
+    the table's prefix is no obstacle, and a bucket root is not a file.)"""
+    if storage.protocol != "file":
+        return None
+    candidates = [root]
+    parent = os.path.dirname(root)
+    while parent not in candidates:
+        candidates.append(parent)
+        parent = os.path.dirname(parent)
+    return next((storage.uri(c) for c in candidates if storage.exists(c)), None)
+
+
+def check_seconds(seconds: object, *, what: str) -> float:
+    """``seconds`` if it is a duration CarbonLite can use: a finite number, 0 or more. The
+    one check for every duration (``retention``, ``min_age``); :class:`InvalidOptionError`
+    otherwise."""
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise InvalidOptionError(
+            f"{what} must be a number of seconds, not {type(seconds).__name__} {seconds!r}"
+        )
+    seconds = float(seconds)
+    if math.isnan(seconds) or math.isinf(seconds):
+        raise InvalidOptionError(
+            f"{what} must be a finite number of seconds, got {seconds!r}; give a duration such "
+            "as '7d', '12h' or 3600"
+        )
+    if seconds < 0:
+        raise InvalidOptionError(
+            f"{what} must not be negative, got {seconds:g} s; give a duration such as '7d', "
+            "'12h' or 3600 (0 means no wait)"
+        )
+    return seconds
+
+
+def duration_seconds_of(value: object, *, what: str) -> float | None:
+    """``"7d"``, ``3600``, a ``timedelta`` or None (the default) as seconds, checked with
+    :func:`check_seconds`; anything else is an :class:`InvalidOptionError` naming ``what``."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        return check_seconds(value.total_seconds(), what=what)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return check_seconds(value, what=what)
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise InvalidOptionError(f"{what}: {exc}") from None
+        return check_seconds(seconds, what=what)
+    raise InvalidOptionError(
+        f"{what} must be a duration like '7d', seconds, or a timedelta, not {value!r}"
+    )
