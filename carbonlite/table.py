@@ -33,7 +33,6 @@ from carbonlite.compaction.run import (
 )
 from carbonlite.compaction.verify import VerifyResult, verify
 from carbonlite.errors import (
-    CommitConflictError,
     InvalidOptionError,
     SchemaMismatchError,
     TableExistsError,
@@ -44,6 +43,8 @@ from carbonlite.metadata import (
     Action,
     CommitInfo,
     Log,
+    MetadataUnchanged,
+    Requirement,
     Snapshot,
     TableMetadata,
     TxnMarker,
@@ -523,14 +524,9 @@ class _MetadataCommit:
     operation: str
     parameters: Mapping[str, str]
 
-    def check(self, snapshot: Snapshot, read_version: int) -> None:
-        if snapshot.metadata != self.base:
-            raise CommitConflictError(
-                f"the schema or properties of {snapshot.table_path!r} changed at version "
-                f"{snapshot.version} while this change (read at version {read_version}) was made",
-                read_version=read_version,
-                conflicting_version=snapshot.version,
-            )
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        return (MetadataUnchanged(self.base),)
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         return [

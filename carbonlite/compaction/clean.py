@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from carbonlite._version import ENGINE
 from carbonlite.arguments import check_seconds
 from carbonlite.errors import CorruptDataError, InvalidOptionError
-from carbonlite.metadata import Action, CommitInfo, FilesRemoved, Log, Snapshot, commit
+from carbonlite.metadata import (
+    Action,
+    CommitInfo,
+    FilesRemoved,
+    Log,
+    Requirement,
+    Snapshot,
+    commit,
+)
 from carbonlite.properties import TableProperties
 from carbonlite.writer.append import now_ms
 
@@ -43,8 +51,10 @@ class CleanResult:
 class _CleanCommit:
     removed: dict[str, tuple[str, ...]]
 
-    def check(self, snapshot: Snapshot, read_version: int) -> None:
-        """Removing files of dead segments commutes with any other commit."""
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        """None: removing files of dead segments commutes with any other commit."""
+        return ()
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         actions: list[Action] = [FilesRemoved(sid, files) for sid, files in self.removed.items()]

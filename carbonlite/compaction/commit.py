@@ -19,8 +19,12 @@ from carbonlite.errors import CommitConflictError
 from carbonlite.metadata import (
     Action,
     CommitInfo,
+    Requirement,
+    SegmentAbsent,
     SegmentAdded,
+    SegmentAsPlanned,
     SegmentStatusChanged,
+    SegmentStreaming,
     Snapshot,
 )
 from carbonlite.storage import Storage
@@ -39,32 +43,22 @@ class CompactionCommit:
     root: str
     parameters: dict[str, str] = field(default_factory=dict)
 
-    def check(self, snapshot: Snapshot, read_version: int) -> None:
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        """Every input segment exactly as planned; no output segment id taken."""
+        requirements: list[Requirement] = []
         for task in self.plan.tasks:
-            for planned in task.inputs:
-                seg = snapshot.segments.get(planned.segment_id)
-                now = (
-                    None
-                    if seg is None
-                    else (seg.status, {p: f.committed_length for p, f in seg.files.items()})
+            requirements.extend(
+                SegmentAsPlanned(
+                    planned.segment_id,
+                    planned.status,
+                    {s.file: s.committed_length for s in planned.splits},
+                    operation=self.plan.kind,
                 )
-                then = (planned.status, {s.file: s.committed_length for s in planned.splits})
-                if now != then:
-                    raise CommitConflictError(
-                        f"{self.plan.kind} of {snapshot.table_path!r} planned at version "
-                        f"{read_version} lost its input: segment {planned.segment_id!r} changed "
-                        f"at version {snapshot.version} (now {seg.status if seg else 'gone'}); "
-                        "nothing was committed, run it again",
-                        read_version=read_version,
-                        conflicting_version=snapshot.version,
-                    )
-            if task.output_id in snapshot.segments:
-                raise CommitConflictError(
-                    f"segment {task.output_id!r} of {snapshot.table_path!r} was created at version "
-                    f"{snapshot.version} by another compaction (read at version {read_version})",
-                    read_version=read_version,
-                    conflicting_version=snapshot.version,
-                )
+                for planned in task.inputs
+            )
+            requirements.append(SegmentAbsent(task.output_id))
+        return tuple(requirements)
 
     def _check_outputs_exist(self) -> None:
         for result in self.results:
@@ -127,15 +121,9 @@ class FinishStreamingCommit:
 
     segment_id: str
 
-    def check(self, snapshot: Snapshot, read_version: int) -> None:
-        seg = snapshot.segments.get(self.segment_id)
-        if seg is None or seg.status != "STREAMING":
-            raise CommitConflictError(
-                f"segment {self.segment_id!r} of {snapshot.table_path!r} stopped streaming at "
-                f"version {snapshot.version} (read at version {read_version})",
-                read_version=read_version,
-                conflicting_version=snapshot.version,
-            )
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        return (SegmentStreaming(self.segment_id),)
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         return [

@@ -17,13 +17,21 @@ from carbonlite.metadata.actions import (
     TableMetadata,
     TxnMarker,
 )
-from carbonlite.metadata.commit import (
-    PendingCommit,
-    SegmentNotWritableError,
-    TransactionAlreadyCommitted,
-    commit,
-)
+from carbonlite.metadata.commit import PendingCommit, commit
 from carbonlite.metadata.log import Log
+from carbonlite.metadata.requirements import (
+    DataUnchangedSince,
+    FileAppendable,
+    MetadataUnchanged,
+    Requirement,
+    SegmentAbsent,
+    SegmentAsPlanned,
+    SegmentNotWritableError,
+    SegmentStreaming,
+    TransactionAlreadyCommitted,
+    TxnNotCommitted,
+    check_requirements,
+)
 from carbonlite.metadata.snapshot import FileState, SegmentState, Snapshot
 
 __all__ = [
@@ -33,19 +41,28 @@ __all__ = [
     "BlockletEntry",
     "BlockletsAppended",
     "CommitInfo",
+    "DataUnchangedSince",
+    "FileAppendable",
     "FileState",
     "FilesRemoved",
     "Log",
+    "MetadataUnchanged",
     "PendingCommit",
+    "Requirement",
+    "SegmentAbsent",
     "SegmentAdded",
+    "SegmentAsPlanned",
     "SegmentFormat",
     "SegmentNotWritableError",
     "SegmentState",
     "SegmentStatus",
     "SegmentStatusChanged",
+    "SegmentStreaming",
     "Snapshot",
     "TableMetadata",
     "TransactionAlreadyCommitted",
     "TxnMarker",
+    "TxnNotCommitted",
+    "check_requirements",
     "commit",
 ]

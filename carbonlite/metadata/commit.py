@@ -1,11 +1,14 @@
-"""Optimistic concurrency: commit a version, and on losing the race decide retry or conflict.
+"""Optimistic concurrency: one loop commits every kind of change (docs/LOG.md).
 
-A commit is planned against the snapshot it read. ``Log.try_write`` creates the next version
-with put-if-absent; if another writer got there first, the loser replays every winning
-version, asking its :class:`PendingCommit` after each whether the winner broke an assumption
-(:class:`CommitConflictError`, naming both versions) or already did the work
-(:class:`TransactionAlreadyCommitted`). If neither, it rebuilds its actions on the new
-snapshot and tries the next version, with bounded retries and jittered backoff.
+A commit is data (pyiceberg's model): a :class:`PendingCommit` states its requirements
+(``metadata/requirements.py``) and builds its actions on a given snapshot. ``commit()``
+checks the requirements against the snapshot it starts from, creates the next version with
+``Log.try_write``, and if another writer got there first replays every winning version,
+checking the requirements after each: a broken one raises (:class:`CommitConflictError`,
+naming both versions, or :class:`TransactionAlreadyCommitted`); otherwise the actions are
+rebuilt on the new snapshot and the next version is tried, with bounded retries and jittered
+backoff. The rule for writes whose outcome is uncertain lives in ``Log.try_write``, the fork
+guard in ``Log.is_superseded``: both here, for every kind of commit alike.
 """
 
 from __future__ import annotations
@@ -14,12 +17,19 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
 from carbonlite.errors import CommitConflictError
 from carbonlite.metadata.actions import Action, CommitInfo
 from carbonlite.metadata.log import Log
+from carbonlite.metadata.requirements import (
+    Requirement,
+    SegmentNotWritableError,
+    TransactionAlreadyCommitted,
+    check_requirements,
+)
 from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.properties import TableProperties
 
@@ -35,35 +45,12 @@ MAX_COMMIT_ATTEMPTS = 60
 _logger = logging.getLogger(__name__)
 
 
-class TransactionAlreadyCommitted(Exception):
-    """The table already holds this application's batch: the commit must be skipped."""
-
-    def __init__(self, app_id: str, batch_id: int, committed_batch_id: int) -> None:
-        self.app_id = app_id
-        self.batch_id = batch_id
-        self.committed_batch_id = committed_batch_id
-        super().__init__(
-            f"app {app_id!r} already committed batch {committed_batch_id} (>= {batch_id})"
-        )
-
-
-class SegmentNotWritableError(CommitConflictError):
-    """A segment this commit appends to stopped accepting appends (rolled over, handed off)."""
-
-    def __init__(
-        self, message: str, *, segment_id: str, read_version: int, conflicting_version: int
-    ) -> None:
-        self.segment_id = segment_id
-        super().__init__(
-            message, read_version=read_version, conflicting_version=conflicting_version
-        )
-
-
 class PendingCommit(Protocol):
-    """What a commit needs to survive losing a race."""
+    """A commit as data: what it requires of the table, and the actions that update it."""
 
-    def check(self, snapshot: Snapshot, read_version: int) -> None:
-        """Raise if the winning commit that produced ``snapshot`` conflicts with this one."""
+    @property
+    def requirements(self) -> Sequence[Requirement]:
+        """Preconditions, checked against every state the commit may land on."""
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         """The actions to commit on top of ``snapshot`` (rebased if needed); ``read_version``
@@ -110,7 +97,7 @@ def commit(
     if read_version is None:
         read_version = snapshot.version
     commit_id = uuid.uuid4().hex
-    pending.check(snapshot, read_version)
+    check_requirements(pending.requirements, snapshot, read_version)
     for attempt in range(MAX_COMMIT_ATTEMPTS):
         actions = _stamped(pending.actions(snapshot, read_version), commit_id)
         version = snapshot.version + 1
@@ -122,13 +109,13 @@ def commit(
                 return committed
             _withdraw(log, version)
             snapshot = log.load_latest()
-            pending.check(snapshot, read_version)
+            check_requirements(pending.requirements, snapshot, read_version)
             continue
         # Back off first, then catch up: a snapshot that went stale during the sleep would lose
         # to any writer committing more often than the backoff, every time.
         time.sleep(_backoff(attempt))
         for winner in log.advance(snapshot):
-            pending.check(winner, read_version)
+            check_requirements(pending.requirements, winner, read_version)
             snapshot = winner
     raise CommitConflictError(
         f"could not commit to {log.uri!r} after {MAX_COMMIT_ATTEMPTS} attempts: other writers "

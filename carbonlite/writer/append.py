@@ -26,13 +26,17 @@ from carbonlite.metadata import (
     Action,
     BlockletsAppended,
     CommitInfo,
+    DataUnchangedSince,
+    FileAppendable,
     Log,
+    Requirement,
     SegmentAdded,
     SegmentNotWritableError,
     SegmentStatusChanged,
     Snapshot,
     TransactionAlreadyCommitted,
     TxnMarker,
+    TxnNotCommitted,
     commit,
 )
 from carbonlite.names import check_writer_id
@@ -93,45 +97,26 @@ class AppendCommit:
     operation: str = "APPEND"
     parameters: Mapping[str, str] = field(default_factory=dict)
 
-    def check(self, snapshot: Snapshot, read_version: int) -> None:
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        """Its batch is not in the table yet; an overwrite saw every row it replaces; each
+        file still takes appends where this commit's blocklets start."""
+        requirements: list[Requirement] = []
         if self.txn is not None:
-            done = snapshot.txns.get(self.txn.app_id)
-            if done is not None and done >= self.txn.batch_id:
-                raise TransactionAlreadyCommitted(self.txn.app_id, self.txn.batch_id, done)
-        if self.overwrite and snapshot.data_version > read_version:
-            # Replacing rows this overwrite never saw would delete them silently (Delta raises
-            # a conflict here too); compaction (data_change = false) does not count.
-            raise CommitConflictError(
-                f"version {snapshot.version} of {snapshot.table_path!r} changed the table's data "
-                f"(at version {snapshot.data_version}) after this overwrite read version "
-                f"{read_version}; nothing was committed: read the table again and retry the "
-                "overwrite if it should still replace everything",
-                read_version=read_version,
-                conflicting_version=snapshot.data_version,
+            requirements.append(TxnNotCommitted(self.txn.app_id, self.txn.batch_id))
+        if self.overwrite:
+            requirements.append(DataUnchangedSince())
+        requirements.extend(
+            FileAppendable(
+                a.segment_id,
+                a.file,
+                a.start,
+                creates=a.segment_id in self.new_segments,
+                overwrite=self.overwrite,
             )
-        for a in self.appends:
-            seg = snapshot.segments.get(a.segment_id)
-            if seg is None:
-                continue
-            adoptable = not self.overwrite and seg.format == "STREAMING"
-            if seg.status != "STREAMING" or (a.segment_id in self.new_segments and not adoptable):
-                raise SegmentNotWritableError(
-                    f"segment {a.segment_id!r} of {snapshot.table_path!r} stopped taking appends "
-                    f"at version {snapshot.version} (status {seg.status})",
-                    segment_id=a.segment_id,
-                    read_version=read_version,
-                    conflicting_version=snapshot.version,
-                )
-            f = seg.files.get(a.file)
-            committed = f.committed_length if f is not None else 0
-            if committed != a.start:
-                raise CommitConflictError(
-                    f"version {snapshot.version} of {snapshot.table_path!r} appended to "
-                    f"{a.file!r}, which this writer owns (read at version {read_version}): two "
-                    "writers share a writer id; give each live writer its own",
-                    read_version=read_version,
-                    conflicting_version=snapshot.version,
-                )
+            for a in self.appends
+        )
+        return tuple(requirements)
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         actions: list[Action] = [

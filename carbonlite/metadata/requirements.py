@@ -1,0 +1,231 @@
+"""What a commit requires of the table: preconditions as data, checked in one place.
+
+A pending commit (pyiceberg's model) is *requirements* plus the *actions* that update the
+table. ``commit()`` checks every requirement against the snapshot it starts from and against
+each version that wins a race, and when ``clean`` has removed the versions between, against
+the newest state alone: so every requirement is a property of one state, never of the path
+between two. Each holds over any jump forward, because the state only moves one way: segment
+statuses move forward, committed lengths only grow, transaction batch ids and
+``data_version`` only rise.
+
+A requirement that fails raises what the committer acts on: :class:`CommitConflictError`
+(nothing is committed), its :class:`SegmentNotWritableError` subclass (the writer moves its
+blocklets to the segment that takes appends now), or :class:`TransactionAlreadyCommitted`
+(the batch is already in the table: skip it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from carbonlite.errors import CommitConflictError
+from carbonlite.metadata.actions import TableMetadata
+from carbonlite.metadata.snapshot import Snapshot
+
+__all__ = [
+    "DataUnchangedSince",
+    "FileAppendable",
+    "MetadataUnchanged",
+    "Requirement",
+    "SegmentAbsent",
+    "SegmentAsPlanned",
+    "SegmentNotWritableError",
+    "SegmentStreaming",
+    "TransactionAlreadyCommitted",
+    "TxnNotCommitted",
+    "check_requirements",
+]
+
+
+class TransactionAlreadyCommitted(Exception):
+    """The table already holds this application's batch: the commit must be skipped."""
+
+    def __init__(self, app_id: str, batch_id: int, committed_batch_id: int) -> None:
+        self.app_id = app_id
+        self.batch_id = batch_id
+        self.committed_batch_id = committed_batch_id
+        super().__init__(
+            f"app {app_id!r} already committed batch {committed_batch_id} (>= {batch_id})"
+        )
+
+
+class SegmentNotWritableError(CommitConflictError):
+    """A segment this commit appends to stopped accepting appends (rolled over, handed off)."""
+
+    def __init__(
+        self, message: str, *, segment_id: str, read_version: int, conflicting_version: int
+    ) -> None:
+        self.segment_id = segment_id
+        super().__init__(
+            message, read_version=read_version, conflicting_version=conflicting_version
+        )
+
+
+class Requirement(Protocol):
+    """One precondition of a commit."""
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        """Raise unless ``snapshot`` meets it; ``read_version``: what the commit read."""
+
+
+def check_requirements(
+    requirements: Iterable[Requirement], snapshot: Snapshot, read_version: int
+) -> None:
+    """Check every requirement against ``snapshot``, in order; the first unmet one raises."""
+    for requirement in requirements:
+        requirement.check(snapshot, read_version)
+
+
+def _conflict(message: str, snapshot: Snapshot, read_version: int) -> CommitConflictError:
+    return CommitConflictError(
+        message, read_version=read_version, conflicting_version=snapshot.version
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TxnNotCommitted:
+    """The table holds no batch of ``app_id`` at or after ``batch_id`` (exactly once)."""
+
+    app_id: str
+    batch_id: int
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        done = snapshot.txns.get(self.app_id)
+        if done is not None and done >= self.batch_id:
+            raise TransactionAlreadyCommitted(self.app_id, self.batch_id, done)
+
+
+@dataclass(frozen=True, slots=True)
+class DataUnchangedSince:
+    """No version after the one read changed the data (an overwrite replaces only rows it
+    saw). Versions with ``data_change = false`` (handoff, compaction, clean) do not count."""
+
+    operation: str = "overwrite"
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        if snapshot.data_version > read_version:
+            raise CommitConflictError(
+                f"version {snapshot.version} of {snapshot.table_path!r} changed the table's data "
+                f"(at version {snapshot.data_version}) after this {self.operation} read version "
+                f"{read_version}; nothing was committed: read the table again and retry the "
+                f"{self.operation} if it should still replace everything",
+                read_version=read_version,
+                conflicting_version=snapshot.data_version,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class FileAppendable:
+    """``file`` of segment ``segment_id`` still takes appends at ``start``: the segment (if
+    it exists) is STREAMING, and the file's committed length is ``start``. ``creates``: the
+    commit adds the segment itself, so one a concurrent commit added must be ``adoptable``
+    (a STREAMING-format segment, and not for an overwrite)."""
+
+    segment_id: str
+    file: str
+    start: int
+    creates: bool = False
+    overwrite: bool = False
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        seg = snapshot.segments.get(self.segment_id)
+        if seg is None:
+            return
+        adoptable = not self.overwrite and seg.format == "STREAMING"
+        if seg.status != "STREAMING" or (self.creates and not adoptable):
+            raise SegmentNotWritableError(
+                f"segment {self.segment_id!r} of {snapshot.table_path!r} stopped taking appends "
+                f"at version {snapshot.version} (status {seg.status})",
+                segment_id=self.segment_id,
+                read_version=read_version,
+                conflicting_version=snapshot.version,
+            )
+        f = seg.files.get(self.file)
+        committed = f.committed_length if f is not None else 0
+        if committed != self.start:
+            raise _conflict(
+                f"version {snapshot.version} of {snapshot.table_path!r} appended to "
+                f"{self.file!r}, which this writer owns (read at version {read_version}): two "
+                "writers share a writer id; give each live writer its own",
+                snapshot,
+                read_version,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentAsPlanned:
+    """Segment ``segment_id`` is exactly as a plan found it: same status, same files with the
+    same committed lengths (a compaction's input)."""
+
+    segment_id: str
+    status: str
+    files: Mapping[str, int] = field(default_factory=dict)
+    operation: str = "compaction"
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        seg = snapshot.segments.get(self.segment_id)
+        now = (
+            None
+            if seg is None
+            else (seg.status, {p: f.committed_length for p, f in seg.files.items()})
+        )
+        if now != (self.status, dict(self.files)):
+            raise _conflict(
+                f"{self.operation} of {snapshot.table_path!r} planned at version "
+                f"{read_version} lost its input: segment {self.segment_id!r} changed "
+                f"at version {snapshot.version} (now {seg.status if seg else 'gone'}); "
+                "nothing was committed, run it again",
+                snapshot,
+                read_version,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentAbsent:
+    """No segment ``segment_id`` exists yet (a compaction's output id)."""
+
+    segment_id: str
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        if self.segment_id in snapshot.segments:
+            raise _conflict(
+                f"segment {self.segment_id!r} of {snapshot.table_path!r} was created at version "
+                f"{snapshot.version} by another compaction (read at version {read_version})",
+                snapshot,
+                read_version,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStreaming:
+    """Segment ``segment_id`` exists and is STREAMING."""
+
+    segment_id: str
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        seg = snapshot.segments.get(self.segment_id)
+        if seg is None or seg.status != "STREAMING":
+            raise _conflict(
+                f"segment {self.segment_id!r} of {snapshot.table_path!r} stopped streaming at "
+                f"version {snapshot.version} (read at version {read_version})",
+                snapshot,
+                read_version,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataUnchanged:
+    """The table's schema and properties are still ``metadata``."""
+
+    metadata: TableMetadata
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        if snapshot.metadata != self.metadata:
+            raise _conflict(
+                f"the schema or properties of {snapshot.table_path!r} changed at version "
+                f"{snapshot.version} while this change (read at version {read_version}) was made",
+                snapshot,
+                read_version,
+            )
