@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -34,6 +35,7 @@ __all__ = [
     "Unknown",
     "can_match",
     "comparable_literal",
+    "integer_comparison",
 ]
 
 CompareOp = Literal["==", "!=", "<", "<=", ">", ">="]
@@ -161,6 +163,55 @@ def comparable_literal(column_type: pa.DataType, scalar: pa.Scalar) -> Any:
     if kind == "binary" and isinstance(value, bytes):
         return value
     raise _NoLiteral
+
+
+def integer_comparison(
+    column_type: pa.DataType, op: CompareOp, value: Any
+) -> tuple[CompareOp, int]:
+    """``column op value`` for an integer column and any real ``value`` (int, float, Decimal),
+    as the same condition with an integer inside the column's range: exact, never rounded.
+
+    ``i > 1.5`` is ``i > 1``; ``i == 1.5`` holds for no row (``i < MIN``); ``u8 > -1`` for every
+    non-null row (``u8 >= 0``); a NaN compares false to every number (``!=``: true). Null rows
+    stay null, so the result is also right under ``not``. Raises ``_NoLiteral`` for a value
+    that is not a real number.
+    """
+    info = _INTEGER_RANGES.get(column_type.id)
+    if info is None or isinstance(value, bool):
+        raise _NoLiteral
+    lo, hi = info
+    always: CompareOp = ">="  # (always, lo): true for every row; ("<", lo): for none
+    if isinstance(value, float) and math.isnan(value):
+        return (always, lo) if op == "!=" else ("<", lo)
+    if isinstance(value, (float, Decimal)) and math.isinf(value):
+        value = hi + 1 if value > 0 else lo - 1  # beyond the range: compares the same
+    if not isinstance(value, (int, float, Decimal)):
+        raise _NoLiteral
+    try:
+        q = Fraction(value)
+    except (ValueError, TypeError, OverflowError):
+        raise _NoLiteral from None
+    floor, ceil = math.floor(q), math.ceil(q)
+    if op in ("==", "!="):
+        if floor != ceil or not lo <= floor <= hi:  # no row can equal it
+            return ("<", lo) if op == "==" else (always, lo)
+        return op, floor
+    n = {">": floor, ">=": ceil, "<": ceil, "<=": floor}[op]
+    never = {">": n >= hi, ">=": n > hi, "<": n <= lo, "<=": n < lo}[op]
+    every = {">": n < lo, ">=": n <= lo, "<": n > hi, "<=": n >= hi}[op]
+    if never:
+        return "<", lo
+    if every:
+        return always, lo
+    return op, n
+
+
+_INTEGER_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
+_UNSIGNED_TYPES = (pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())
+_INTEGER_RANGES = {
+    **{t.id: (-(1 << (t.bit_width - 1)), (1 << (t.bit_width - 1)) - 1) for t in _INTEGER_TYPES},
+    **{t.id: (0, (1 << t.bit_width) - 1) for t in _UNSIGNED_TYPES},
+}
 
 
 def _bounds(stats: ColumnStats, column_type: pa.DataType) -> tuple[Any, Any]:

@@ -85,7 +85,7 @@ class SplitReader:
             ]
             batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(needed))
             if filter is not None:
-                batch = batch.filter(filter.expression)
+                batch = filter.apply(batch)
             if [f.name for f in needed] != output.names:
                 batch = batch.select(output.names) if output.names else _rows_only(batch.num_rows)
         return batch
