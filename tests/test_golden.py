@@ -1,17 +1,21 @@
-"""The golden table written by format version 1 (``tests/data/make_golden.py``) reads back
-exactly, version by version, with this and every later CarbonLite."""
+"""The golden tables, one written by each log format version (``tests/data/make_golden.py``),
+read back exactly, version by version, with this and every later CarbonLite."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import carbonlite as cl
+from carbonlite.metadata import LOG_FORMAT_VERSION
+from carbonlite.metadata.seal import unseal
 from tests.data.make_golden import (
     APP,
     describe_history,
@@ -22,64 +26,90 @@ from tests.data.make_golden import (
 )
 
 DATA = Path(__file__).parent / "data"
-GOLDEN = DATA / "golden_v1"
-EXPECTED = json.loads((DATA / "golden_v1_expected.json").read_text())
-LATEST = EXPECTED["latest_version"]
+FORMATS = sorted(int(p.name.removeprefix("golden_v")) for p in DATA.glob("golden_v*") if p.is_dir())
 
 
-@pytest.fixture
-def golden(tmp_path: Path) -> Path:
-    """A private copy: tests never touch the checked-in table."""
-    path = tmp_path / "golden_v1"
-    shutil.copytree(GOLDEN, path)
-    return path
+@dataclass(frozen=True)
+class Golden:
+    """A private copy of one golden table (tests never touch the checked-in one)."""
+
+    format_version: int
+    source: Path
+    path: Path
+    expected: dict[str, Any]
+
+    @property
+    def latest(self) -> int:
+        return int(self.expected["latest_version"])
 
 
-def test_the_golden_table_is_small_and_complete() -> None:
-    files = sorted(str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob("*") if p.is_file())
-    size = sum((GOLDEN / f).stat().st_size for f in files)
-    size += (DATA / "golden_v1_expected.json").stat().st_size
+@pytest.fixture(params=FORMATS, ids=lambda v: f"format-{v}")
+def golden(request: pytest.FixtureRequest, tmp_path: Path) -> Golden:
+    source = DATA / f"golden_v{request.param}"
+    path = tmp_path / source.name
+    shutil.copytree(source, path)
+    expected = json.loads((DATA / f"golden_v{request.param}_expected.json").read_text())
+    return Golden(request.param, source, path, expected)
+
+
+def test_this_format_has_a_golden_table() -> None:
+    assert FORMATS[0] == 1 and LOG_FORMAT_VERSION in FORMATS, FORMATS
+
+
+def test_the_golden_table_is_small_and_complete(golden: Golden) -> None:
+    source, expected = golden.source, golden.expected
+    files = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file())
+    size = sum((source / f).stat().st_size for f in files)
+    size += (DATA / f"{source.name}_expected.json").stat().st_size
     assert size < 200_000
     versions = [f for f in files if re.fullmatch(r"_carbonlite/log/\d{20}\.json", f)]
-    assert versions == [f"_carbonlite/log/{v:020d}.json" for v in range(LATEST + 1)]
+    assert versions == [f"_carbonlite/log/{v:020d}.json" for v in range(golden.latest + 1)]
     checkpoints = [f for f in files if f.endswith(".checkpoint.json")]
     assert checkpoints == [
-        f"_carbonlite/log/{v:020d}.checkpoint.json" for v in EXPECTED["checkpoints"]
+        f"_carbonlite/log/{v:020d}.checkpoint.json" for v in expected["checkpoints"]
     ]
-    assert EXPECTED["checkpoints"]  # the golden history is long enough to checkpoint
+    assert expected["checkpoints"]  # the golden history is long enough to checkpoint
     assert all(f.endswith(".cblt") for f in files if f.startswith("segments/"))
-    assert (GOLDEN / "_carbonlite" / "_last_checkpoint").exists()
+    assert (source / "_carbonlite" / "_last_checkpoint").exists()
+    logs = [(source / f).read_bytes().rstrip(b"\n") for f in versions]
+    documents = [(source / f).read_bytes() for f in checkpoints]
+    if golden.format_version >= 2:  # every log file of format 2 on is sealed
+        assert all(unseal(data, 2) for data in logs) and all(unseal(d, 1) for d in documents)
+    else:
+        assert not any(b'"crc32c":' in data for data in [*logs, *documents])
 
 
-def test_every_version_reads_as_written(golden: Path) -> None:
-    t = cl.open_table(golden)
-    assert t.version == LATEST
-    for version, want in EXPECTED["versions"].items():
+def test_every_version_reads_as_written(golden: Golden) -> None:
+    t = cl.open_table(golden.path)
+    assert t.version == golden.latest
+    for version, want in golden.expected["versions"].items():
         data = t.to_arrow(version=int(version))
         assert jsonable_schema(data.schema) == want["schema"], version
         assert jsonable_rows(data) == want["rows"], version
         assert t.count_rows(version=int(version)) == want["count"] == len(want["rows"])
 
 
-def test_history_segments_and_metadata(golden: Path) -> None:
-    t = cl.open_table(golden)
-    assert describe_history(t) == EXPECTED["history"]
+def test_history_segments_and_metadata(golden: Golden) -> None:
+    t = cl.open_table(golden.path)
+    expected = golden.expected
+    assert describe_history(t) == expected["history"]
     times = [h.timestamp for h in t.history()]
     assert times == sorted(times, reverse=True)
-    assert describe_segments(t) == EXPECTED["segments"]
-    assert list(t.sort_columns) == EXPECTED["sort_columns"]
-    assert t.properties == EXPECTED["properties"]
-    assert t.transaction_version(APP) == EXPECTED["txns"][APP]
+    assert describe_segments(t) == expected["segments"]
+    assert list(t.sort_columns) == expected["sort_columns"]
+    assert t.properties == expected["properties"]
+    assert t.transaction_version(APP) == expected["txns"][APP]
 
 
-def test_opening_from_the_golden_checkpoint(golden: Path) -> None:
-    last = EXPECTED["checkpoints"][-1]
+def test_opening_from_the_golden_checkpoint(golden: Golden) -> None:
+    expected = golden.expected
+    last = expected["checkpoints"][-1]
     for version in range(last):
-        (golden / "_carbonlite" / "log" / f"{version:020d}.json").unlink()
-    t = cl.open_table(golden)
-    for version in range(last, LATEST + 1):
+        (golden.path / "_carbonlite" / "log" / f"{version:020d}.json").unlink()
+    t = cl.open_table(golden.path)
+    for version in range(last, golden.latest + 1):
         assert (
-            jsonable_rows(t.to_arrow(version=version)) == EXPECTED["versions"][str(version)]["rows"]
+            jsonable_rows(t.to_arrow(version=version)) == expected["versions"][str(version)]["rows"]
         )
     with pytest.raises(cl.VersionNotFoundError):
         t.to_arrow(version=last - 2)
@@ -88,26 +118,27 @@ def test_opening_from_the_golden_checkpoint(golden: Path) -> None:
     replayed = t.snapshot(last)
     from_log = [b for _s, f in replayed.iter_files() for b in f.blocklets]
     assert from_log and all(b.stats for b in from_log)
-    assert len(EXPECTED["versions"][str(last)]["rows"]) == sum(b.num_rows for b in from_log)
+    assert len(expected["versions"][str(last)]["rows"]) == sum(b.num_rows for b in from_log)
 
 
-def test_this_version_keeps_writing_to_the_golden_table(golden: Path) -> None:
-    t = cl.open_table(golden, writer_id="golden")  # the golden table's own writer id
+def test_this_version_keeps_writing_to_the_golden_table(golden: Golden) -> None:
+    expected, latest = golden.expected, golden.latest
+    t = cl.open_table(golden.path, writer_id="golden")  # the golden table's own writer id
     assert t.append(rows_for(range(500, 502), extra=True), txn=(APP, 2)).skipped
     t.append(rows_for(range(500, 502), extra=True), txn=(APP, 3))
     t.add_columns(pa.field("later", pa.int8()))
     t.append(rows_for(range(502, 503), extra=True))
-    fresh = cl.open_table(golden)
-    assert fresh.version == LATEST + 3
+    fresh = cl.open_table(golden.path)
+    assert fresh.version == latest + 3
     got = fresh.to_arrow()
-    expected_ids = [r["id"] for r in EXPECTED["versions"][str(LATEST)]["rows"]]
+    expected_ids = [r["id"] for r in expected["versions"][str(latest)]["rows"]]
     assert got.column("id").to_pylist() == [*expected_ids, 500, 501, 502]
     assert got.column("later").null_count == got.num_rows
-    latest_names = [column[0] for column in EXPECTED["versions"][str(LATEST)]["schema"]]
+    latest_names = [column[0] for column in expected["versions"][str(latest)]["schema"]]
     assert got.schema.names == [*latest_names, "later"]
     assert (
         jsonable_rows(got.slice(0, len(expected_ids)).drop_columns(["later"]))
-        == (EXPECTED["versions"][str(LATEST)]["rows"])
+        == (expected["versions"][str(latest)]["rows"])
     )
-    for version, want in EXPECTED["versions"].items():  # history is unchanged
+    for version, want in expected["versions"].items():  # history is unchanged
         assert jsonable_rows(fresh.to_arrow(version=int(version))) == want["rows"]

@@ -1,11 +1,12 @@
-"""Write the golden table ``tests/data/golden_v1/`` and its expectations.
+"""Write the golden table of this log format version, ``tests/data/golden_v<N>/``, and its
+expectations, ``golden_v<N>_expected.json``.
 
 Run once per format version, from the repository root, and check the output in::
 
     python tests/data/make_golden.py            # refuses to replace an existing golden table
     python tests/data/make_golden.py --force
 
-Every later CarbonLite version must read this table exactly as ``golden_v1_expected.json`` says
+Every later CarbonLite version must read every golden table exactly as its expectations say
 (``tests/test_golden.py``). The table is tiny, deterministic in content, and covers: appends
 of a table and of an iterable of batches, a transaction marker, ``add_columns``, an overwrite,
 an append leaving out nullable columns, a transaction-only commit, and checkpoints (every 4
@@ -27,9 +28,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonlite.metadata import LOG_FORMAT_VERSION
+
 HERE = Path(__file__).resolve().parent
-GOLDEN = HERE / "golden_v1"
-EXPECTED = HERE / "golden_v1_expected.json"
+GOLDEN = HERE / f"golden_v{LOG_FORMAT_VERSION}"
+EXPECTED = HERE / f"golden_v{LOG_FORMAT_VERSION}_expected.json"
 
 SCHEMA = pa.schema(
     [
@@ -46,7 +49,11 @@ SCHEMA = pa.schema(
     ]
 )
 ADDED = [pa.field("note", pa.string()), pa.field("score", pa.float32())]
-PROPERTIES = {"checkpoint_interval": "4", "blocklet_max_rows": "3", "user.golden": "v1"}
+PROPERTIES = {
+    "checkpoint_interval": "4",
+    "blocklet_max_rows": "3",
+    "user.golden": f"v{LOG_FORMAT_VERSION}",
+}
 APP = "golden-app"
 _EPOCH_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
