@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -242,9 +243,16 @@ def commit_leased(lease: Lease | None, commit: Callable[[], None]) -> None:
 
 
 class _LeasedWriter:
-    """Keeps the driver's lease out of what Spark ships to the executors."""
+    """Holds the driver's lease for one planned batch, and keeps it out of what Spark ships to
+    the executors. Should Spark drop the writer without a commit or abort, the lease is
+    released when the writer is collected, so no heartbeat renews it forever."""
 
     _lease: Lease | None = None
+
+    def _hold(self, plan: SinkPlan, owner: str) -> None:
+        self._lease = lease_plan(plan, owner)
+        if self._lease is not None:
+            weakref.finalize(self, self._lease.release)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -290,7 +298,7 @@ class CarbonLiteStreamWriter(_LeasedWriter, DataSourceStreamArrowWriter):
         self.plan = plan_sink(table, overwrite=overwrite)
         self.app_id = options.get("txnAppId")
         self.output_mode = "complete" if overwrite else "append"
-        self._lease = lease_plan(self.plan, "spark stream")
+        self._hold(self.plan, "spark stream")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonLiteCommitMessage:
         from pyspark import TaskContext
@@ -352,7 +360,7 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
         self.plan = plan_sink(table, overwrite=overwrite, skip=skip)
         self.tag = uuid.uuid4().hex[:12]
         self.mode = mode
-        self._lease = lease_plan(self.plan, "spark write")
+        self._hold(self.plan, "spark write")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonLiteCommitMessage:
         return write_task(self.plan, iterator, tag=self.tag, app_id=None, batch_id=None)

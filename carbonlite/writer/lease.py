@@ -120,6 +120,7 @@ class Lease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._released = False
 
     @property
     def record(self) -> LeaseRecord:
@@ -166,7 +167,11 @@ class Lease:
 
     def release(self, *, keep_record: bool = False) -> None:
         """Stop renewing and delete the record; ``keep_record`` leaves it to expire (when a
-        commit's outcome is unknown, its files must outlive a version landing late)."""
+        commit's outcome is unknown, its files must outlive a version landing late). Only the
+        first call acts."""
+        if self._released:
+            return
+        self._released = True
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

@@ -182,3 +182,29 @@ def test_the_heartbeat_renews_the_lease(tmp_path) -> None:
         assert lease.record.expires_ms > first
         (stored,), _ = read_leases(table.storage, table.root)
         assert stored.expires_ms == lease.record.expires_ms
+
+
+def test_a_lease_kept_for_an_unknown_outcome_is_never_deleted_by_a_later_release(tmp_path):
+    table = cl.create_table(tmp_path / "t", events(0, 1).schema)
+    lease = Lease(table.storage, table.root, owner="test", paths=["x/"]).acquire()
+    lease.release(keep_record=True)
+    lease.release()  # e.g. a finalizer: only the first release acts
+    (kept,), _ = read_leases(table.storage, table.root)
+    assert kept.lease_id == lease.record.lease_id
+
+
+def test_a_spark_writer_dropped_without_commit_releases_its_lease(tmp_path) -> None:
+    """Spark normally calls commit or abort; a writer dropped without either must not leave a
+    heartbeat renewing its lease forever."""
+    import gc
+
+    from carbonlite.spark.sink import _LeasedWriter, plan_sink
+
+    table = cl.create_table(tmp_path / "t", events(0, 1).schema)
+    writer = _LeasedWriter()
+    writer._hold(plan_sink(table, overwrite=False), "spark stream")
+    assert len(read_leases(table.storage, table.root)[0]) == 1
+    assert "_lease" not in writer.__getstate__()  # never shipped to executors
+    del writer
+    gc.collect()
+    assert read_leases(table.storage, table.root)[0] == []
