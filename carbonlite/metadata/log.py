@@ -28,7 +28,7 @@ from carbonlite.errors import (
     VersionNotFoundError,
     WriteRefusedError,
 )
-from carbonlite.metadata.actions import LOG_FORMAT_VERSION, Action
+from carbonlite.metadata.actions import LOG_FORMAT_VERSION, Action, CommitInfo
 from carbonlite.metadata.serde import (
     decode_actions,
     decode_checkpoint,
@@ -127,14 +127,15 @@ class Log:
                 continue
             return found == data
         info = actions[-1]
+        commit_id = info.commit_id if isinstance(info, CommitInfo) else ""
         raise CommitStateUnknownError(
             f"could not tell whether version {version} of {self.uri!r} was committed: writing "
             f"and reading back {self.storage.uri(path)} failed ({failure!r}). Nothing this "
             "commit wrote was deleted; check `history` (a version whose commitInfo.commit_id is "
-            f"{getattr(info, 'commit_id', '')!r} is this commit) before retrying, and run "
-            "`recover` once the storage is healthy",
+            f"{commit_id!r} is this commit) before retrying, and run `recover` once the storage "
+            "is healthy",
             version=version,
-            commit_id=getattr(info, "commit_id", ""),
+            commit_id=commit_id,
         )
 
     def is_superseded(self, version: int) -> bool:
