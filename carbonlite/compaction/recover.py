@@ -9,10 +9,10 @@ modified within ``min_age`` (default one hour), every file a live lease covers (
 outputs, Spark task files and object-store appends in flight, however old: writer/lease.py),
 and a stream file whose writer holds its lock; it acts on a file only while holding that
 file's owner locks and after re-reading the log (files, then leases, then the log), so a
-writer that just committed is seen. Expired lease records are removed. Log temporary files younger than a minute are never
+writer that just committed is seen. Log temporary files younger than a minute are never
 touched (a commit may be linking them). Writers and compactions re-check their files right
-before committing. It also removes checkpoint indexes whose document was never written and
-lock files nobody has held for ``min_age``.
+before committing. It also removes checkpoint indexes whose document was never written, lock
+files nobody has held for ``min_age``, and expired lease records.
 """
 
 from __future__ import annotations

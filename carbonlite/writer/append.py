@@ -265,52 +265,65 @@ class TableWriter:
     ) -> tuple[CommitResult, Snapshot]:
         """Write ``data`` and commit it as one version; returns the result and new snapshot."""
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
-        with self.owned(), self.leased() as lease:
+        with self.owned():
             snapshot = log.update(snapshot)  # committed lengths as of now, under the lock
             if txn is not None:
-                done = snapshot.txns.get(txn.app_id)
-                if done is not None and done >= txn.batch_id:
+                try:
+                    TxnNotCommitted(txn.app_id, txn.batch_id).check(snapshot, snapshot.version)
+                except TransactionAlreadyCommitted:
                     return CommitResult(None, operation, skipped=True), snapshot
-            props = TableProperties(snapshot.properties)
-            schema = snapshot.schema
-            segment_id, created = self.target_segment(snapshot, overwrite=overwrite)
-            file, committed = self.stream_file(snapshot, segment_id, schema)
-            batches = conformed_batches(data, schema, where=log.uri)
-            appended = write_blocklets(
-                self.storage,
-                self.root,
-                segment_id=segment_id,
-                file=file,
-                committed_length=committed,
-                schema=schema,
-                batches=batches,
-                storage_options=self.storage_options,
-                compression_level=props.compression_level,
-                max_rows=props.blocklet_max_rows,
-                max_bytes=props.blocklet_max_bytes,
-            )
-            if appended is None and not overwrite and txn is None:
-                return CommitResult(None, operation), snapshot
-            self._file_schemas.setdefault(file, schema)
-            parameters = {
-                "mode": "overwrite" if overwrite else "append",
-                "writer_id": self.writer_id,
-            }
-            if txn is not None:
-                parameters.update(app_id=txn.app_id, batch_id=str(txn.batch_id))
-            pending = AppendCommit(
-                appends=(appended,) if appended is not None else (),
-                new_segments=frozenset({segment_id})
-                if created and appended is not None
-                else frozenset(),
-                txn=txn,
-                overwrite=overwrite,
-                operation=operation,
-                parameters=parameters,
-            )
-            if lease is not None:
-                lease.check()
-            return self.commit(log, snapshot, pending)
+            with self.leased() as lease:
+                return self._write_and_commit(
+                    log, snapshot, data, lease, txn=txn, overwrite=overwrite, operation=operation
+                )
+
+    def _write_and_commit(
+        self,
+        log: Log,
+        snapshot: Snapshot,
+        data: TableData,
+        lease: Lease | None,
+        *,
+        txn: TxnMarker | None,
+        overwrite: bool,
+        operation: str,
+    ) -> tuple[CommitResult, Snapshot]:
+        props = TableProperties(snapshot.properties)
+        schema = snapshot.schema
+        segment_id, created = self.target_segment(snapshot, overwrite=overwrite)
+        file, committed = self.stream_file(snapshot, segment_id, schema)
+        appended = write_blocklets(
+            self.storage,
+            self.root,
+            segment_id=segment_id,
+            file=file,
+            committed_length=committed,
+            schema=schema,
+            batches=conformed_batches(data, schema, where=log.uri),
+            storage_options=self.storage_options,
+            compression_level=props.compression_level,
+            max_rows=props.blocklet_max_rows,
+            max_bytes=props.blocklet_max_bytes,
+        )
+        if appended is None and not overwrite and txn is None:
+            return CommitResult(None, operation), snapshot
+        self._file_schemas.setdefault(file, schema)
+        parameters = {"mode": "overwrite" if overwrite else "append", "writer_id": self.writer_id}
+        if txn is not None:
+            parameters.update(app_id=txn.app_id, batch_id=str(txn.batch_id))
+        pending = AppendCommit(
+            appends=(appended,) if appended is not None else (),
+            new_segments=frozenset({segment_id})
+            if created and appended is not None
+            else frozenset(),
+            txn=txn,
+            overwrite=overwrite,
+            operation=operation,
+            parameters=parameters,
+        )
+        if lease is not None:
+            lease.check()
+        return self.commit(log, snapshot, pending)
 
     def commit(
         self,
