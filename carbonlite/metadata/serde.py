@@ -246,9 +246,7 @@ def _action_from_json(
             engine=body.get("engine", ""),
             commit_id=body.get("commit_id", ""),
         )
-    raise UnsupportedFormatError(
-        f"unknown log action {key!r}: the table was written by a newer CarbonLite; upgrade to read it"
-    )
+    raise ValueError(f"unknown log action {key!r}")  # decode_actions refuses these first
 
 
 def decode_actions(
