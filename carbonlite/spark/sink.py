@@ -27,7 +27,6 @@ from pyspark.sql.datasource import (
 
 from carbonlite.errors import (
     CarbonLiteError,
-    CommitStateUnknownError,
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
@@ -225,21 +224,14 @@ def lease_plan(plan: SinkPlan, owner: str) -> Lease | None:
 
 
 def commit_leased(lease: Lease | None, commit: Callable[[], None]) -> None:
-    """Run ``commit`` if ``lease`` still holds, then release it (but leave its record to
-    expire when the commit's outcome is unknown: a late version may need the files)."""
+    """Run ``commit`` if ``lease`` still holds, then release it (``Lease.__exit__`` leaves the
+    record to expire when the commit's outcome is unknown: a late version may need the files)."""
     if lease is None:
         commit()
         return
-    try:
+    with lease:  # held since planning
         lease.check()
         commit()
-    except CommitStateUnknownError:
-        lease.release(keep_record=True)
-        raise
-    except BaseException:
-        lease.release()
-        raise
-    lease.release()
 
 
 class _LeasedWriter:

@@ -127,6 +127,9 @@ class Lease:
         return self._record
 
     def acquire(self) -> Lease:
+        """Write the record and start the heartbeat (once: a held lease is left as it is)."""
+        if self._thread is not None:
+            return self
         self._renew()
         self._thread = threading.Thread(
             target=self._heartbeat,

@@ -208,3 +208,26 @@ def test_a_spark_writer_dropped_without_commit_releases_its_lease(tmp_path) -> N
     del writer
     gc.collect()
     assert read_leases(table.storage, table.root)[0] == []
+
+
+@pytest.mark.parametrize("outcome", ["committed", "conflict", "unknown"])
+def test_the_spark_driver_releases_its_lease_unless_the_outcome_is_unknown(tmp_path, outcome):
+    from carbonlite.spark.sink import commit_leased
+
+    table = cl.create_table(tmp_path / "t", events(0, 1).schema)
+    lease = Lease(table.storage, table.root, owner="spark stream", paths=["segments/0/"])
+    lease.acquire()
+
+    def commit() -> None:
+        if outcome == "conflict":
+            raise CommitConflictError("lost")
+        if outcome == "unknown":
+            raise cl.CommitStateUnknownError("cannot tell", version=3, commit_id="c")
+
+    if outcome == "committed":
+        commit_leased(lease, commit)
+    else:
+        with pytest.raises(cl.CarbonLiteError):
+            commit_leased(lease, commit)
+    left = read_leases(table.storage, table.root)[0]
+    assert len(left) == (1 if outcome == "unknown" else 0)
