@@ -323,7 +323,7 @@ class TableWriter:
         )
         if lease is not None:
             lease.check()
-        return self.commit(log, snapshot, pending)
+        return self._commit(log, snapshot, pending, snapshot.version)
 
     def commit(
         self,
@@ -333,16 +333,18 @@ class TableWriter:
         *,
         read_version: int | None = None,
     ) -> tuple[CommitResult, Snapshot]:
-        """Commit ``pending``, moving its blocklets if their segment stops taking appends.
-        ``read_version``: the version it was planned on, when ``snapshot`` is newer."""
-        rows = sum(a.num_rows for a in pending.appends)
+        """Commit ``pending`` (blocklets other writers wrote, such as Spark tasks), moving
+        them into this writer's files if their segment stops taking appends (under this
+        writer's lease, on object stores). ``read_version``: the version it was planned on,
+        when ``snapshot`` is newer."""
         read_version = snapshot.version if read_version is None else read_version
-        with self.owned():
-            return self._commit(log, snapshot, pending, rows, read_version)
+        with self.owned(), self.leased():
+            return self._commit(log, snapshot, pending, read_version)
 
     def _commit(
-        self, log: Log, snapshot: Snapshot, pending: AppendCommit, rows: int, read_version: int
+        self, log: Log, snapshot: Snapshot, pending: AppendCommit, read_version: int
     ) -> tuple[CommitResult, Snapshot]:
+        rows = sum(a.num_rows for a in pending.appends)
         self._check_written(pending)
         for _ in range(_MAX_RELOCATIONS):
             try:
