@@ -366,3 +366,64 @@ TestLifecycle.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
+
+class LifecycleWithUncertainWrites(Lifecycle):
+    """The same lifecycle while, at random, a version write lands but its caller hears of a
+    failure ("exists", as a client retry of a landed conditional PUT reports it; or an error
+    after landing), or fails before landing. Every commit must recognise its own version or
+    write it again, so the model's predictions hold unchanged: no row lost, none twice, no
+    compaction output deleted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed: str | None = None
+        self._restore: tuple[object, object] | None = None
+
+    def _install(self) -> None:
+        storage = self.t.storage
+        real = storage.put_if_absent
+
+        def put_if_absent(path: str, data: bytes) -> bool:
+            name = path.rsplit("/", 1)[-1]
+            fault, self.armed = self.armed, None
+            if fault is None or "/_carbonlite/log/" not in path or "checkpoint" in name:
+                self.armed = fault  # not a version write: keep it armed
+                return real(path, data)
+            event(f"uncertain write: {fault}")
+            if fault == "fails before landing":
+                raise OSError("connection refused")
+            assert real(path, data)
+            if fault == "lands, reports exists":
+                return False
+            raise OSError("connection reset after the request was sent")
+
+        storage.put_if_absent = put_if_absent  # type: ignore[method-assign]
+        self._restore = (storage, real)
+
+    @precondition(lambda self: self.table is not None)
+    @rule(
+        fault=st.sampled_from(
+            ["lands, reports exists", "lands, then raises", "fails before landing"]
+        )
+    )
+    def arm(self, fault: str) -> None:
+        """The next version write of any operation meets ``fault``."""
+        if self._restore is None:
+            self._install()
+        self.armed = fault
+
+    def teardown(self) -> None:
+        if self._restore is not None:
+            storage, real = self._restore
+            storage.put_if_absent = real  # type: ignore[attr-defined]
+        super().teardown()
+
+
+TestLifecycleWithUncertainWrites = LifecycleWithUncertainWrites.TestCase
+TestLifecycleWithUncertainWrites.settings = settings(
+    max_examples=15,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
