@@ -93,7 +93,11 @@ def _positive_size(text: str) -> int:
     return value
 
 
-def _bool(text: str) -> bool:
+def parse_bool(text: object) -> bool:
+    """``true``/``1``/``yes`` or ``false``/``0``/``no`` (any case); ``ValueError`` otherwise.
+    The one reading of a yes/no option: table properties, Spark options, storage options."""
+    if isinstance(text, bool):
+        return text
     lowered = str(text).strip().lower()
     if lowered in ("true", "1", "yes"):
         return True
@@ -144,9 +148,9 @@ PROPERTIES: dict[str, PropertySpec] = {
     "compaction_preserve_segments": PropertySpec(
         "0", _non_negative_int, "the newest N segments are left out of compaction"
     ),
-    "auto_compaction": PropertySpec("false", _bool, "run minor compaction after commits"),
+    "auto_compaction": PropertySpec("false", parse_bool, "run minor compaction after commits"),
     "auto_handoff": PropertySpec(
-        "false", _bool, "hand off finished streaming segments after a roll-over"
+        "false", parse_bool, "hand off finished streaming segments after a roll-over"
     ),
     "handoff_blocklet_rows": PropertySpec(
         "131072", _positive_int, "rows per blocklet in segments written by handoff and compaction"

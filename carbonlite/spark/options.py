@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from carbonlite.errors import InvalidOptionError
-from carbonlite.properties import parse_size
+from carbonlite.properties import parse_bool, parse_size
 
 __all__ = ["SparkOptions"]
 
@@ -83,12 +83,10 @@ class SparkOptions:
         value = self.get(name)
         if value is None:
             return default
-        lowered = value.strip().lower()
-        if lowered in ("true", "1", "yes"):
-            return True
-        if lowered in ("false", "0", "no"):
-            return False
-        raise InvalidOptionError(f"option {name}={value!r} must be true or false")
+        try:
+            return parse_bool(value)
+        except ValueError:
+            raise InvalidOptionError(f"option {name}={value!r} must be true or false") from None
 
     def get_list(self, name: str) -> list[str]:
         value = self.get(name)

@@ -43,6 +43,7 @@ from carbonlite.errors import (
     UnsupportedStorageError,
     WriteRefusedError,
 )
+from carbonlite.properties import parse_bool
 from carbonlite.storage.base import (
     Appender,
     BufferedObjectAppender,
@@ -286,14 +287,12 @@ def _unknown(name: str, valid: list[str] | None = None) -> NoReturn:
 
 
 def _as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise InvalidOptionError(f"S3 storage option {name}={value!r} must be true or false")
+    try:
+        return parse_bool(value)
+    except ValueError:
+        raise InvalidOptionError(
+            f"S3 storage option {name}={value!r} must be true or false"
+        ) from None
 
 
 def _as_number(name: str, value: Any, kind: Callable[[str], T]) -> T:

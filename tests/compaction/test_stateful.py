@@ -421,9 +421,4 @@ class LifecycleWithUncertainWrites(Lifecycle):
 
 
 TestLifecycleWithUncertainWrites = LifecycleWithUncertainWrites.TestCase
-TestLifecycleWithUncertainWrites.settings = settings(
-    max_examples=15,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+TestLifecycleWithUncertainWrites.settings = settings(TestLifecycle.settings, max_examples=15)
