@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import numbers
 import os
@@ -40,6 +41,7 @@ from carbonlite.errors import (
 )
 from carbonlite.format.types import check_schema, stat_kind
 from carbonlite.metadata import (
+    LOG_FORMAT_VERSION,
     Action,
     CommitInfo,
     Log,
@@ -179,8 +181,9 @@ class Table:
             )
         self.refresh()
         out: list[CommitRecord] = []
-        oldest = min(self.log.listing().versions, default=self.version)
-        for version in range(self.version, oldest - 1, -1):
+        # Newest first, one version at a time, until ``limit`` or the first version ``clean``
+        # removed: reads only what it returns, never lists the log.
+        for version in range(self.version, -1, -1):
             if limit is not None and len(out) >= limit:
                 break
             try:
@@ -316,12 +319,36 @@ class Table:
                     sort_columns=snap.metadata.sort_columns,
                     properties=snap.metadata.properties,
                     created_time=snap.metadata.created_time,
+                    format_version=snap.metadata.format_version,
                 ),
                 operation="ADD COLUMNS",
                 parameters={"columns": ",".join(names)},
             )
             self._snapshot = commit(self.log, snap, pending)
             return CommitResult(self._snapshot.version, "ADD COLUMNS")
+
+    def upgrade(self) -> CommitResult:
+        """Raise the table to the log format this library writes (format 3: checkpoints that
+        reference manifests), in one commit, and write a checkpoint of it at once.
+
+        Tables of older formats are read and written as they are; only their checkpoints
+        stay monolithic until upgraded. Readers with an older CarbonLite refuse the upgraded
+        table (``UnsupportedFormatError``) rather than misread it. Returns a result with
+        ``version=None`` when the table is already current."""
+        with self._writer.lock:
+            self.refresh()
+            snap = self._snapshot
+            old = snap.metadata.format_version
+            if old >= LOG_FORMAT_VERSION:
+                return CommitResult(None, "UPGRADE", skipped=True)
+            pending = _MetadataCommit(
+                snap.metadata,
+                dataclasses.replace(snap.metadata, format_version=LOG_FORMAT_VERSION),
+                operation="UPGRADE",
+                parameters={"from": str(old), "to": str(LOG_FORMAT_VERSION)},
+            )
+            self._snapshot = self.log.write_checkpoint(commit(self.log, snap, pending))
+            return CommitResult(self._snapshot.version, "UPGRADE")
 
     # --- segment lifecycle --------------------------------------------------------------------
 

@@ -29,8 +29,9 @@ from carbonlite.metadata import (
     SegmentAdded,
     Snapshot,
 )
+from carbonlite.metadata.checkpoint import decode_checkpoint
 from carbonlite.metadata.seal import seal, unseal
-from carbonlite.metadata.serde import decode_checkpoint, encode_actions
+from carbonlite.metadata.serde import encode_actions
 from carbonlite.names import MAX_NAME_BYTES
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import TableWriter
@@ -228,9 +229,7 @@ def test_a_checkpoint_naming_a_file_outside_the_table_is_skipped(
     t.log.write_checkpoint(hostile)
     document = t.log.checkpoint_path(real.version)
     with pytest.raises(cl.CorruptDataError) as caught:
-        decode_checkpoint(
-            t.storage.read(document), t.path, where=document, read_index=lambda name: b""
-        )
+        decode_checkpoint(t.storage.read(document), t.path, where=document, store=t.log.manifests)
     assert document in str(caught.value) and repr(bad) in str(caught.value)
     with caplog.at_level(logging.WARNING, logger="carbonlite.metadata.log"):
         assert committed(table) == before

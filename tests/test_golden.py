@@ -142,3 +142,48 @@ def test_this_version_keeps_writing_to_the_golden_table(golden: Golden) -> None:
     )
     for version, want in expected["versions"].items():  # history is unchanged
         assert jsonable_rows(fresh.to_arrow(version=int(version))) == want["rows"]
+
+
+def test_upgrade_raises_an_old_table_to_this_format(golden: Golden) -> None:
+    """``upgrade`` (formats before this one) commits the new format version and writes a
+    checkpoint whose manifests hold every entry; everything reads as before, and writing goes
+    on. An already current table is left alone."""
+    expected, latest = golden.expected, golden.latest
+    t = cl.open_table(golden.path, writer_id="golden")
+    result = t.upgrade()
+    if golden.format_version == LOG_FORMAT_VERSION:
+        assert result.version is None and t.version == latest
+        return
+    assert result.version == latest + 1 and result.operation == "UPGRADE"
+    assert t.snapshot().metadata.format_version == LOG_FORMAT_VERSION
+    assert t.history(1)[0].parameters == {
+        "from": str(golden.format_version),
+        "to": str(LOG_FORMAT_VERSION),
+    }
+    manifests = sorted((golden.path / "_carbonlite" / "manifests").iterdir())
+    assert manifests  # the checkpoint of the upgrade lists manifests, not a blocklet index
+    fresh = cl.open_table(golden.path)
+    assert fresh.snapshot().manifests is not None
+    assert not any(r.is_legacy for r in fresh.snapshot().manifests.refs)
+    for version, want in expected["versions"].items():
+        assert jsonable_rows(fresh.to_arrow(version=int(version))) == want["rows"], version
+    assert jsonable_rows(fresh.to_arrow()) == expected["versions"][str(latest)]["rows"]
+    # the entries of the manifests carry the statistics the old checkpoint had
+    entries = [b for _s, f in fresh.snapshot().iter_files() for b in f.blocklets]
+    assert entries and all(b.stats for b in entries)
+    fresh.append(rows_for(range(600, 602), extra=True))
+    assert cl.open_table(golden.path).count_rows() == fresh.count_rows()
+    assert fresh.upgrade().version is None
+
+
+def test_upgrade_from_the_command_line(golden: Golden) -> None:
+    from typer.testing import CliRunner
+
+    from carbonlite.cli import app
+
+    run = CliRunner().invoke(app, ["upgrade", str(golden.path), "--json"])
+    assert run.exit_code == 0, run.output
+    report = json.loads(run.output)
+    assert report["to_format"] == LOG_FORMAT_VERSION
+    assert report["from_format"] == golden.format_version
+    assert (report["version"] is None) == (golden.format_version == LOG_FORMAT_VERSION)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from carbonlite._version import ENGINE
 from carbonlite.arguments import check_seconds
-from carbonlite.errors import CorruptDataError, InvalidOptionError
+from carbonlite.errors import CorruptDataError, InvalidOptionError, UnsupportedFormatError
 from carbonlite.metadata import (
     Action,
     CommitInfo,
@@ -26,12 +26,17 @@ from carbonlite.metadata import (
     Snapshot,
     commit,
 )
+from carbonlite.metadata.manifest_plan import merge_pending
 from carbonlite.properties import TableProperties
 from carbonlite.writer.append import now_ms
 
 __all__ = ["MIN_RETENTION_SECONDS", "CleanResult", "clean"]
 
 MIN_RETENTION_SECONDS = 3600.0
+MANIFEST_MIN_AGE_MS = 60_000
+"""An unreferenced manifest younger than this may belong to a checkpoint being written: it
+is left alone (and a checkpoint writer that finds a manifest of its own gone withdraws its
+document before the pointer names it, see ``Log.write_checkpoint``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +62,12 @@ class _CleanCommit:
         return ()
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
-        actions: list[Action] = [FilesRemoved(sid, files) for sid, files in self.removed.items()]
+        actions: list[Action] = []
+        for sid, files in self.removed.items():
+            seg = snapshot.segments.get(sid)
+            gone = tuple(f for f in files if seg is not None and f in seg.files)
+            if gone:  # a concurrent clean may have recorded some already
+                actions.append(FilesRemoved(sid, gone))
         actions.append(
             CommitInfo(
                 operation="CLEAN",
@@ -75,18 +85,20 @@ class _CleanCommit:
 
 
 def _usable(checkpoint: Snapshot) -> bool:
-    """Whether every blocklet entry of a checkpoint decodes (its index is read in full):
-    the versions before it are deleted only if it can really stand in for them."""
+    """Whether every manifest (format 1/2: the blocklet index) of a checkpoint reads and
+    passes its checksum: the versions before it are deleted only if it can really stand in
+    for them."""
     try:
-        for seg in checkpoint.segments.values():
-            for f in seg.files.values():
-                f.blocklets  # noqa: B018 - decoding is the check
-    except CorruptDataError:
+        if checkpoint.manifests is not None:
+            checkpoint.manifests.tables()
+    except (CorruptDataError, UnsupportedFormatError):
         return False
     return True
 
 
-def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> list[str]:
+def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> tuple[list[str], set[str]]:
+    """Log files no retained version needs, and the manifests the retained checkpoints (and
+    ``latest``) reference."""
     listing = log.listing()
     keep_from = None
     for c in reversed(listing.checkpoints):
@@ -95,14 +107,39 @@ def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> list[str]:
         checkpoint = log.try_read_checkpoint(c)
         if checkpoint is None or checkpoint.timestamp >= cutoff_ms:
             continue  # missing, damaged or still within the retention
-        if _usable(checkpoint):  # its index too: only then can it stand in for older versions
+        if _usable(checkpoint):  # its manifests too: only then can it stand in for older ones
             keep_from = c
             break
+    referenced = {r.name for r in latest.manifests.refs} if latest.manifests is not None else set()
+    for c in listing.checkpoints:
+        if keep_from is None or c >= keep_from:
+            checkpoint = log.try_read_checkpoint(c)
+            if checkpoint is None:
+                continue
+            if checkpoint.manifests is not None:
+                referenced.update(r.name for r in checkpoint.manifests.refs)
     if keep_from is None:
-        return []
+        return [], referenced
     paths = [log.version_path(v) for v in listing.versions if v < keep_from]
-    paths += [p for c in listing.checkpoints if c < keep_from for p in log.checkpoint_files(c)]
-    return paths
+    paths += [
+        p
+        for c in listing.checkpoints
+        if c < keep_from
+        for p in log.checkpoint_files(c)
+        if log.storage.exists(p)  # format 1/2 checkpoints have a blocklet index too
+    ]
+    return paths, referenced
+
+
+def _stale_manifests(log: Log, referenced: set[str], min_age_ms: int, now: int) -> list[str]:
+    """Manifests no retained checkpoint references, older than ``min_age_ms`` (a checkpoint
+    being written references its new manifests only once its document lands)."""
+    stale = []
+    for status in log.storage.list(log.manifest_dir):
+        name = status.path.rsplit("/", 1)[-1]
+        if name not in referenced and status.mtime * 1000 <= now - min_age_ms:
+            stale.append(status.path)
+    return stale
 
 
 def clean(
@@ -136,7 +173,9 @@ def clean(
             removed[seg.segment_id] = tuple(seg.files)
             nbytes += seg.num_bytes
     files = tuple(p for paths in removed.values() for p in paths)
-    log_files = _stale_log_files(log, now - int(props.log_retention * 1000), snapshot)
+    log_retention_ms = int(props.log_retention * 1000)
+    log_files, referenced = _stale_log_files(log, now - log_retention_ms, snapshot)
+    log_files += _stale_manifests(log, referenced, MANIFEST_MIN_AGE_MS, now)
     if dry_run:
         return CleanResult(True, None, files, nbytes, tuple(log_files), retention), snapshot
     storage, root = log.storage, log.root
@@ -150,4 +189,7 @@ def clean(
             storage.delete_empty_dirs(storage.join(root, "segments", sid))
     for path in log_files:
         storage.delete(path)
+    if snapshot.manifests is not None and merge_pending(snapshot.manifests.refs):
+        # merges too big for a committing writer: a checkpoint of the current version does them
+        snapshot = log.write_checkpoint(snapshot, merge_limit=None)
     return CleanResult(False, version, files, nbytes, tuple(log_files), retention), snapshot

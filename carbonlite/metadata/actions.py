@@ -32,13 +32,15 @@ __all__ = [
     "TxnMarker",
 ]
 
-LOG_FORMAT_VERSION = 2
+LOG_FORMAT_VERSION = 3
 """Version of the log and table layout this library writes (and the newest it reads).
 
 1: the first layout. 2: every log version and checkpoint is sealed with a CRC-32C
 (``metadata/seal.py``) and a reader refuses one that is not; version-1 tables stay readable
 (their files are checked where they carry a seal, and a version must end with its
-``commitInfo``)."""
+``commitInfo``). 3: checkpoints list immutable manifests of blocklet entries instead of
+rewriting every entry (``metadata/manifest.py``); tables of format 1 and 2 are read as they
+are and keep their checkpoints until ``upgrade`` raises them to 3."""
 
 SEALED_FORMAT_VERSION = 2
 """The first format version whose log files must all carry a seal."""

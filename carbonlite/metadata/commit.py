@@ -57,15 +57,17 @@ class PendingCommit(Protocol):
         is the version the commit was planned against (recorded in its commit info)."""
 
 
-def _maybe_checkpoint(log: Log, snapshot: Snapshot) -> None:
+def _maybe_checkpoint(log: Log, snapshot: Snapshot) -> Snapshot:
+    """``snapshot``, rebased on a checkpoint written now when its version is due one."""
     if snapshot.version % TableProperties(snapshot.properties).checkpoint_interval:
-        return
+        return snapshot
     try:
-        log.write_checkpoint(snapshot)
+        return log.write_checkpoint(snapshot)
     except Exception as exc:  # the commit stands; a missing checkpoint only slows opening
         _logger.warning(
             "could not write the checkpoint of version %d of %s: %s", snapshot.version, log.uri, exc
         )
+        return snapshot
 
 
 def _backoff(attempt: int) -> float:
@@ -105,8 +107,7 @@ def commit(
         committed = snapshot.apply(version, actions)
         if log.try_write(version, actions, snapshot):
             if not log.is_superseded(version):
-                _maybe_checkpoint(log, committed)
-                return committed
+                return _maybe_checkpoint(log, committed)
             _withdraw(log, version)
             snapshot = log.load_latest()
             check_requirements(pending.requirements, snapshot, read_version)

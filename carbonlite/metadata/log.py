@@ -29,13 +29,17 @@ from carbonlite.errors import (
     WriteRefusedError,
 )
 from carbonlite.metadata.actions import LOG_FORMAT_VERSION, Action, CommitInfo
-from carbonlite.metadata.serde import (
-    decode_actions,
+from carbonlite.metadata.checkpoint import (
+    MANIFEST_FORMAT_VERSION,
     decode_checkpoint,
-    encode_actions,
     encode_checkpoint,
+    encode_legacy_checkpoint,
 )
+from carbonlite.metadata.manifest import MANIFEST_DIR, ManifestRef, ManifestSet, ManifestStore
+from carbonlite.metadata.manifest_plan import MAX_COMMIT_MERGE_ENTRIES, plan_manifests
+from carbonlite.metadata.serde import decode_actions, encode_actions
 from carbonlite.metadata.snapshot import Snapshot
+from carbonlite.properties import TableProperties
 from carbonlite.storage import Storage
 
 __all__ = ["LOG_DIR", "Log", "LogListing"]
@@ -65,7 +69,19 @@ class Log:
         self.root = root
         self.uri = uri
         self.log_dir = storage.join(root, LOG_DIR)
+        self.manifest_dir = storage.join(root, MANIFEST_DIR)
         self._pointer = storage.join(root, META_DIR, "_last_checkpoint")
+        self.manifests = ManifestStore(self._read_manifest, self.manifest_uri)
+
+    def manifest_path(self, ref: ManifestRef) -> str:
+        """Where ``ref`` lies: the manifest directory (a format 1/2 index: the log's)."""
+        return self.storage.join(self.log_dir if ref.is_legacy else self.manifest_dir, ref.name)
+
+    def manifest_uri(self, ref: ManifestRef) -> str:
+        return self.storage.uri(self.manifest_path(ref))
+
+    def _read_manifest(self, ref: ManifestRef) -> bytes:
+        return self.storage.read(self.manifest_path(ref))
 
     # --- paths and raw access -----------------------------------------------------------------
 
@@ -169,33 +185,59 @@ class Log:
     # --- checkpoints --------------------------------------------------------------------------
 
     def read_checkpoint(self, version: int) -> Snapshot:
-        """The snapshot of checkpoint ``version``; ``FileNotFoundError`` if its document or its
-        blocklet index is missing (the index itself is only read when entries are needed)."""
+        """The snapshot of checkpoint ``version``; ``FileNotFoundError`` if its document (or,
+        format 1/2, its blocklet index) is missing. Manifests are read when entries are needed."""
         path, index_path = self.checkpoint_files(version)
-        if not self.storage.exists(index_path):
-            raise FileNotFoundError(self.storage.uri(index_path))
         snapshot = decode_checkpoint(
-            self.storage.read(path),
-            self.uri,
-            where=self.storage.uri(path),
-            read_index=lambda name: self.storage.read(self.storage.join(self.log_dir, name)),
+            self.storage.read(path), self.uri, where=self.storage.uri(path), store=self.manifests
         )
         if snapshot.metadata.format_version > LOG_FORMAT_VERSION:
             raise UnsupportedFormatError(
                 f"table {self.uri!r} uses log format version {snapshot.metadata.format_version}; "
                 f"this CarbonLite reads up to {LOG_FORMAT_VERSION}: upgrade carbonlite to open it"
             )
+        refs = snapshot.manifests.refs if snapshot.manifests is not None else ()
+        if any(r.is_legacy for r in refs) and not self.storage.exists(index_path):
+            raise FileNotFoundError(self.storage.uri(index_path))
         return snapshot
 
-    def write_checkpoint(self, snapshot: Snapshot) -> None:
-        """Write the checkpoint of ``snapshot`` and move the pointer forward to it."""
+    def write_checkpoint(
+        self, snapshot: Snapshot, *, merge_limit: int | None = MAX_COMMIT_MERGE_ENTRIES
+    ) -> Snapshot:
+        """Write the checkpoint of ``snapshot``, move the pointer forward to it, and return
+        ``snapshot`` rebased on the checkpoint's manifests (so the next checkpoint reuses them).
+
+        Format 3: new manifests first (the entries committed since the previous checkpoint,
+        and any merges), then the document that lists them. Tables of format 1 and 2 get the
+        checkpoint of their format (one blocklet index of every entry) until upgraded."""
         document_path, index_path = self.checkpoint_files(snapshot.version)
-        document, index = encode_checkpoint(snapshot, index_path.rsplit("/", 1)[-1])
-        self.storage.put_if_absent(index_path, index)  # first: the document refers to it
-        self.storage.put_if_absent(document_path, document)
+        if snapshot.metadata.format_version < MANIFEST_FORMAT_VERSION:
+            document, index = encode_legacy_checkpoint(snapshot, index_path.rsplit("/", 1)[-1])
+            self.storage.put_if_absent(index_path, index)  # first: the document refers to it
+            self.storage.put_if_absent(document_path, document)
+            self._advance_pointer(snapshot.version)
+            return snapshot
+        refs, written = plan_manifests(snapshot, self.manifests, merge_limit=merge_limit)
+        for ref, data, table in written:
+            self.storage.put_if_absent(self.manifest_path(ref), data)
+            self.manifests.put(ref, table)
+        if not self.storage.put_if_absent(document_path, encode_checkpoint(snapshot, refs)):
+            return snapshot  # checkpointed already: what was just written is left to clean
+        if not all(self.storage.exists(self.manifest_path(ref)) for ref, _, _ in written):
+            # stalled past clean's minimum age for unreferenced manifests: withdraw
+            self.storage.delete(document_path)
+            raise CorruptDataError(
+                "a manifest of this checkpoint was removed before its document was written",
+                path=self.storage.uri(document_path),
+            )
+        self._advance_pointer(snapshot.version)
+        self.manifests.forget(refs)
+        return snapshot.with_manifests(ManifestSet(refs, self.manifests, snapshot.schema))
+
+    def _advance_pointer(self, version: int) -> None:
         current = self.last_checkpoint()
-        if current is None or current < snapshot.version:
-            self.storage.put(self._pointer, json.dumps({"version": snapshot.version}).encode())
+        if current is None or current < version:
+            self.storage.put(self._pointer, json.dumps({"version": version}).encode())
 
     def last_checkpoint(self) -> int | None:
         try:
@@ -286,8 +328,20 @@ class Log:
                     snapshot = after
                     yield snapshot
                 continue
-            snapshot = snapshot.apply(snapshot.version + 1, actions)
+            snapshot = self._at_checkpoint(snapshot.apply(snapshot.version + 1, actions))
             yield snapshot
+
+    def _at_checkpoint(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot``, or the same state read from its version's checkpoint when another
+        writer wrote one: its entries then lie in that checkpoint's manifests, so a
+        long-lived reader or writer holds (and would checkpoint) only entries committed since."""
+        interval = TableProperties(snapshot.properties).checkpoint_interval
+        if snapshot.version % interval or not any(
+            f.has_tail for s in snapshot.segments.values() for f in s.files.values()
+        ):
+            return snapshot
+        checkpoint = self.try_read_checkpoint(snapshot.version)
+        return snapshot if checkpoint is None else checkpoint
 
     def _after_missing(self, snapshot: Snapshot) -> Snapshot | None:
         """Version ``snapshot.version + 1`` is not there: None when ``snapshot`` is the latest,
@@ -329,7 +383,8 @@ class Log:
         )
 
     def load_version(self, version: int, latest: Snapshot | None = None) -> Snapshot:
-        """The snapshot at ``version`` (time travel)."""
+        """The snapshot at ``version`` (time travel): from the newest checkpoint at or before
+        it, found by probing the checkpoint interval's multiples (no listing), then forward."""
         if version < 0:
             raise VersionNotFoundError(f"versions start at 0, got {version}")
         if latest is not None and version == latest.version:
@@ -338,37 +393,65 @@ class Log:
             raise VersionNotFoundError(
                 f"table {self.uri!r} has no version {version}; the latest is {latest.version}"
             )
-        listing = self.listing()
-        start: Snapshot | None = None
-        for c in reversed([c for c in listing.checkpoints if c <= version]):
-            start = self.try_read_checkpoint(c)
-            if start is not None:
-                break
-        if start is None and listing.versions and listing.versions[0] == 0:
-            start = Snapshot.from_actions(self.uri, 0, self.read_actions(0, None))
+        start = self._checkpoint_before(version, latest)
         if start is None:
-            earliest = min(listing.checkpoints + listing.versions, default=None)
-            raise VersionNotFoundError(
-                f"version {version} of {self.uri!r} is no longer in the log (removed by clean, "
-                f"or its checkpoint is damaged); the earliest version still there is {earliest}"
-            )
+            try:
+                start = Snapshot.from_actions(self.uri, 0, self.read_actions(0, None))
+            except FileNotFoundError:
+                start = self._listed_start(version)
         snapshot = start
         while snapshot.version < version:
             try:
                 actions = self.read_actions(snapshot.version + 1, snapshot)
             except FileNotFoundError:
-                missing = snapshot.version + 1
-                # clean removes versions oldest first: one missing after one still there, with
-                # later ones present, was lost, not cleaned
-                if missing - 1 in listing.versions and any(v > missing for v in listing.versions):
-                    raise CorruptDataError(
-                        f"the log of {self.uri!r} is missing version {missing} (later versions "
-                        f"exist), so version {version} cannot be rebuilt; restore the file from "
-                        "a backup or copy of the table",
-                        path=self.storage.uri(self.version_path(missing)),
-                    ) from None
+                self._missing_in_history(snapshot.version + 1, version)
                 raise VersionNotFoundError(
                     f"table {self.uri!r} has no version {version}; the latest is {snapshot.version}"
                 ) from None
             snapshot = snapshot.apply(snapshot.version + 1, actions)
         return snapshot
+
+    _PROBES = 4
+    """Checkpoints probed below a version before time travel falls back to a listing."""
+
+    def _checkpoint_before(self, version: int, latest: Snapshot | None) -> Snapshot | None:
+        """The newest readable checkpoint at or before ``version`` among the pointer and the
+        few multiples of the checkpoint interval just below it (None if none of them is)."""
+        props = latest.properties if latest is not None else {}
+        interval = TableProperties(props).checkpoint_interval
+        candidates = [version - version % interval - k * interval for k in range(self._PROBES)]
+        pointer = self.last_checkpoint()
+        if pointer is not None and pointer <= version:
+            candidates.append(pointer)
+        for c in sorted({c for c in candidates if c > 0}, reverse=True):
+            checkpoint = self.try_read_checkpoint(c)
+            if checkpoint is not None:
+                return checkpoint
+        return None
+
+    def _listed_start(self, version: int) -> Snapshot:
+        """Where to replay ``version`` from when neither a probed checkpoint nor version 0 is
+        there: list the log (the slow path, for missing checkpoints and clear errors)."""
+        listing = self.listing()
+        for c in reversed([c for c in listing.checkpoints if c <= version]):
+            start = self.try_read_checkpoint(c)
+            if start is not None:
+                return start
+        earliest = min(listing.checkpoints + listing.versions, default=None)
+        raise VersionNotFoundError(
+            f"version {version} of {self.uri!r} is no longer in the log (removed by clean, "
+            f"or its checkpoint is damaged); the earliest version still there is {earliest}"
+        )
+
+    def _missing_in_history(self, missing: int, wanted: int) -> None:
+        """Raise :class:`CorruptDataError` when ``missing`` was lost rather than never
+        written: ``clean`` removes versions oldest first, so one missing after one still
+        there, with later ones present, was lost."""
+        listing = self.listing()
+        if missing - 1 in listing.versions and any(v > missing for v in listing.versions):
+            raise CorruptDataError(
+                f"the log of {self.uri!r} is missing version {missing} (later versions "
+                f"exist), so version {wanted} cannot be rebuilt; restore the file from "
+                "a backup or copy of the table",
+                path=self.storage.uri(self.version_path(missing)),
+            )

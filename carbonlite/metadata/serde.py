@@ -1,20 +1,19 @@
 """The one place that turns log actions and checkpoints into JSON and back (docs/LOG.md).
 
 A log version is newline-delimited JSON, one action per line, each line an object with a
-single key naming the action. A checkpoint is one JSON object holding a whole snapshot.
+single key naming the action (checkpoints: ``checkpoint.py``).
 Decoding blocklet statistics needs the column types, so decoding takes the schema in force.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
-from carbonlite.format.layout import crc32c
 from carbonlite.format.stats import ColumnStats, stat_from_json, stat_to_json
 from carbonlite.metadata.actions import (
     LOG_FORMAT_VERSION,
@@ -29,17 +28,15 @@ from carbonlite.metadata.actions import (
     TableMetadata,
     TxnMarker,
 )
-from carbonlite.metadata.blocklet_index import BlockletIndex, encode_blocklet_index
 from carbonlite.metadata.schema_json import schema_from_json, schema_to_json
 from carbonlite.metadata.seal import SealMismatchError, seal, unseal
-from carbonlite.metadata.snapshot import BlockletSeq, FileState, SegmentState, Snapshot
-from carbonlite.names import check_checkpoint_names
 
 __all__ = [
     "decode_actions",
-    "decode_checkpoint",
+    "dumps",
     "encode_actions",
-    "encode_checkpoint",
+    "metadata_from_json",
+    "metadata_to_json",
 ]
 
 _KEYS = {
@@ -53,7 +50,7 @@ _KEYS = {
 }
 
 
-def _dumps(obj: Any) -> str:
+def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -119,7 +116,7 @@ def _types(schema: pa.Schema) -> dict[str, pa.DataType]:
 # --- actions ---------------------------------------------------------------------------------
 
 
-def _metadata_to_json(m: TableMetadata) -> dict[str, Any]:
+def metadata_to_json(m: TableMetadata) -> dict[str, Any]:
     return {
         "table_id": m.table_id,
         "format_version": m.format_version,
@@ -130,7 +127,7 @@ def _metadata_to_json(m: TableMetadata) -> dict[str, Any]:
     }
 
 
-def _metadata_from_json(obj: Mapping[str, Any]) -> TableMetadata:
+def metadata_from_json(obj: Mapping[str, Any]) -> TableMetadata:
     return TableMetadata(
         table_id=obj["table_id"],
         format_version=obj["format_version"],
@@ -143,7 +140,7 @@ def _metadata_from_json(obj: Mapping[str, Any]) -> TableMetadata:
 
 def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[str, Any]:
     if isinstance(action, TableMetadata):
-        body: dict[str, Any] = _metadata_to_json(action)
+        body: dict[str, Any] = metadata_to_json(action)
     elif isinstance(action, SegmentAdded):
         body = {
             "segment_id": action.segment_id,
@@ -197,7 +194,7 @@ def encode_actions(actions: list[Action], schema: pa.Schema) -> bytes:
         if isinstance(a, TableMetadata):
             schema = a.schema
     types = _types(schema)
-    body = "\n".join(_dumps(_action_to_json(a, types)) for a in actions).encode("utf-8")
+    body = "\n".join(dumps(_action_to_json(a, types)) for a in actions).encode("utf-8")
     return seal(body, 2) + b"\n"
 
 
@@ -205,7 +202,7 @@ def _action_from_json(
     key: str, body: Mapping[str, Any], types: Mapping[str, pa.DataType]
 ) -> Action:
     if key == "metaData":
-        return _metadata_from_json(body)
+        return metadata_from_json(body)
     if key == "addSegment":
         return SegmentAdded(
             segment_id=body["segment_id"],
@@ -318,119 +315,3 @@ def decode_actions(
             path=where,
         )
     return actions
-
-
-# --- checkpoints -----------------------------------------------------------------------------
-
-
-def encode_checkpoint(snapshot: Snapshot, index_name: str) -> tuple[bytes, bytes]:
-    """A whole snapshot: (JSON document, columnar blocklet index named ``index_name``)."""
-    segments = []
-    files: list[tuple[BlockletEntry, ...]] = []
-    for seg in snapshot.segments.values():
-        entries = []
-        for f in seg.files.values():
-            entries.append(
-                {
-                    "path": f.path,
-                    "committed_length": f.committed_length,
-                    "created_version": f.created_version,
-                    "modified_version": f.modified_version,
-                    "rows": f.num_rows,
-                    "blocklets": f.num_blocklets,
-                    "index": len(files),
-                }
-            )
-            files.append(f.blocklets)
-        segments.append(
-            {
-                "segment_id": seg.segment_id,
-                "format": seg.format,
-                "status": seg.status,
-                "level": seg.level,
-                "sorted_by": list(seg.sorted_by),
-                "created_version": seg.created_version,
-                "created_time": seg.created_time,
-                "status_version": seg.status_version,
-                "status_time": seg.status_time,
-                "merged_into": seg.merged_into,
-                "files_removed": seg.files_removed,
-                "files": entries,
-            }
-        )
-    index = encode_blocklet_index(files, snapshot.schema)
-    doc = {
-        "checkpoint": {
-            "version": snapshot.version,
-            "timestamp": snapshot.timestamp,
-            "blocklet_index": index_name,
-            "blocklet_index_crc32c": crc32c(index),
-        },
-        "metadata": _metadata_to_json(snapshot.metadata),
-        "txns": dict(snapshot.txns),
-        "data_version": snapshot.data_version,
-        "segments": segments,
-    }
-    return seal(_dumps(doc).encode("utf-8"), 1), index
-
-
-def decode_checkpoint(
-    data: bytes, table_path: str, *, where: str, read_index: Callable[[str], bytes]
-) -> Snapshot:
-    """The snapshot of a checkpoint document; its blocklet index (read with ``read_index``
-    given the index's name) is only read when some blocklet entries are needed."""
-    try:
-        body = unseal(data, 1)
-    except SealMismatchError as exc:
-        raise CorruptDataError(f"checkpoint is damaged ({exc})", path=where) from None
-    try:
-        doc = json.loads((data if body is None else body).decode("utf-8"))
-        metadata = _metadata_from_json(doc["metadata"])
-        if body is None and SEALED_FORMAT_VERSION <= metadata.format_version <= LOG_FORMAT_VERSION:
-            raise CorruptDataError("checkpoint carries no checksum seal (damaged)", path=where)
-        header = doc["checkpoint"]
-        index_name = header["blocklet_index"]
-        index = BlockletIndex(
-            lambda: read_index(index_name),
-            metadata.schema,
-            where=f"{where.rsplit('/', 1)[0]}/{index_name}" if "/" in where else index_name,
-            crc=header.get("blocklet_index_crc32c"),
-        )
-        segments: dict[str, SegmentState] = {}
-        for s in doc["segments"]:
-            files = {
-                f["path"]: FileState(
-                    path=f["path"],
-                    committed_length=f["committed_length"],
-                    blocklets=BlockletSeq(index.loader(f["index"]), f["blocklets"], f["rows"]),
-                    created_version=f["created_version"],
-                    modified_version=f["modified_version"],
-                )
-                for f in s["files"]
-            }
-            segments[s["segment_id"]] = SegmentState(
-                segment_id=s["segment_id"],
-                format=s["format"],
-                status=s["status"],
-                level=s["level"],
-                sorted_by=tuple(s.get("sorted_by", ())),
-                created_version=s["created_version"],
-                created_time=s["created_time"],
-                status_version=s["status_version"],
-                status_time=s["status_time"],
-                merged_into=s.get("merged_into"),
-                files=files,
-                files_removed=s.get("files_removed", False),
-            )
-        check_checkpoint_names(index_name, {k: v.files for k, v in segments.items()}, where=where)
-        return Snapshot(
-            table_path=table_path,
-            version=header["version"],
-            timestamp=header["timestamp"],
-            metadata=metadata,
-            segments=segments,
-            txns=doc.get("txns", {}),
-            data_version=doc.get("data_version"),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
-        raise CorruptDataError(f"checkpoint does not parse: {exc!r}", path=where) from None

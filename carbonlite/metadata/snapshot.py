@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -28,9 +29,13 @@ from carbonlite.metadata.actions import (
     TableMetadata,
     TxnMarker,
 )
+from carbonlite.metadata.pmap import OrderedMap
 from carbonlite.names import check_log_name, check_log_path
 
-__all__ = ["BlockletSeq", "FileState", "SegmentState", "Snapshot"]
+if TYPE_CHECKING:
+    from carbonlite.metadata.manifest import ManifestSet
+
+__all__ = ["FileState", "SegmentState", "Snapshot"]
 
 _STATUSES = ("STREAMING", "STREAMING_FINISH", "SUCCESS", "COMPACTED", "MARKED_FOR_DELETE")
 _TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -42,93 +47,123 @@ _TRANSITIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-class BlockletSeq:
-    """A file's blocklet entries, possibly not decoded yet.
-
-    A checkpoint stores blocklet entries in a columnar index that is read only when some
-    entries are needed (planning a scan), so opening a table costs the same however many
-    blocklets it has. Appends after the checkpoint extend the sequence without loading it.
-    """
-
-    __slots__ = ("_count", "_items", "_load", "_rows", "_tail")
-
-    def __init__(
-        self,
-        load: Callable[[], tuple[BlockletEntry, ...]] | None,
-        count: int,
-        rows: int,
-        tail: tuple[BlockletEntry, ...] = (),
-    ) -> None:
-        self._load = load
-        self._count = count + len(tail)
-        self._rows = rows + sum(b.num_rows for b in tail)
-        self._tail = tail
-        self._items: tuple[BlockletEntry, ...] | None = tail if load is None else None
-
-    @classmethod
-    def of(cls, items: tuple[BlockletEntry, ...]) -> BlockletSeq:
-        return cls(None, 0, 0, items)
-
-    def __len__(self) -> int:
-        return self._count
-
-    @property
-    def num_rows(self) -> int:
-        return self._rows
-
-    def items(self) -> tuple[BlockletEntry, ...]:
-        if self._items is None:
-            assert self._load is not None
-            self._items = self._load() + self._tail
-        return self._items
-
-    def extend(self, more: tuple[BlockletEntry, ...]) -> BlockletSeq:
-        if self._items is not None:
-            return BlockletSeq.of(self._items + more)
-        return BlockletSeq(
-            self._load,
-            self._count - len(self._tail),
-            self._rows - sum(b.num_rows for b in self._tail),
-            self._tail + more,
-        )
-
-
 class FileState:
-    """One data file of a segment, as committed. Immutable."""
+    """One data file of a segment, as committed. Immutable.
 
-    __slots__ = ("committed_length", "created_version", "modified_version", "path", "seq")
+    Its blocklet entries up to the checkpoint the snapshot descends from live in that
+    checkpoint's manifests (``source``); those committed since are kept here (``tail``), as a
+    chain of the appends' entries so an append costs the size of the append only. Counts are
+    kept as numbers, so nothing needs the entries to count rows or blocklets."""
+
+    __slots__ = (
+        "_chain",
+        "_entries",
+        "_tail",
+        "blocklet_bytes",
+        "committed_length",
+        "created_version",
+        "modified_version",
+        "num_blocklets",
+        "num_rows",
+        "path",
+        "segment_id",
+        "source",
+    )
 
     def __init__(
         self,
         path: str,
         committed_length: int,
-        blocklets: tuple[BlockletEntry, ...] | BlockletSeq,
+        blocklets: tuple[BlockletEntry, ...],
         created_version: int,
         modified_version: int,
+        *,
+        segment_id: str = "",
+        source: ManifestSet | None = None,
+        counts: tuple[int, int, int] = (0, 0, 0),
     ) -> None:
         self.path = path
         """Relative to the table root."""
         self.committed_length = committed_length
-        self.seq = (
-            blocklets if isinstance(blocklets, BlockletSeq) else BlockletSeq.of(tuple(blocklets))
-        )
         self.created_version = created_version
         self.modified_version = modified_version
+        self.segment_id = segment_id
+        self.source = source
+        """The manifests holding the entries before ``tail`` (None: all are in ``tail``)."""
+        more = tuple(blocklets)
+        self._chain: tuple[Any, tuple[BlockletEntry, ...]] | None = (None, more) if more else None
+        self._tail: tuple[BlockletEntry, ...] | None = more
+        rows, count, nbytes = counts
+        self.num_rows = rows + sum(b.num_rows for b in more)
+        self.num_blocklets = count + len(more)
+        self.blocklet_bytes = nbytes + sum(b.length for b in more)
+        """Bytes of the committed blocklets (headers of the file excluded)."""
+        self._entries: tuple[BlockletEntry, ...] | None = None
+
+    @property
+    def tail(self) -> tuple[BlockletEntry, ...]:
+        """Entries committed since the checkpoint of ``source`` (all of them without one)."""
+        if self._tail is None:
+            parts = []
+            link = self._chain
+            while link is not None:
+                parts.append(link[1])
+                link = link[0]
+            self._tail = tuple(b for part in reversed(parts) for b in part)
+        return self._tail
+
+    @property
+    def has_tail(self) -> bool:
+        return self._chain is not None
 
     @property
     def blocklets(self) -> tuple[BlockletEntry, ...]:
-        return self.seq.items()
-
-    @property
-    def num_rows(self) -> int:
-        return self.seq.num_rows
-
-    @property
-    def num_blocklets(self) -> int:
-        return len(self.seq)
+        """Every committed blocklet, in file order (reads manifests when needed)."""
+        if self._entries is None:
+            if self.source is None:
+                self._entries = self.tail
+            else:
+                found = self.source.entries(self.path, self.segment_id) + list(self.tail)
+                if len(found) != self.num_blocklets:
+                    raise CorruptDataError(
+                        f"the manifests of {self.path!r} hold {len(found) - len(self.tail)} "
+                        f"blocklets, the checkpoint counts {self.num_blocklets - len(self.tail)}: "
+                        "the checkpoint or a manifest is damaged"
+                    )
+                self._entries = tuple(found)
+        return self._entries
 
     def appended(self, end: int, more: tuple[BlockletEntry, ...], version: int) -> FileState:
-        return FileState(self.path, end, self.seq.extend(more), self.created_version, version)
+        out = FileState(
+            self.path,
+            end,
+            (),
+            self.created_version,
+            version,
+            segment_id=self.segment_id,
+            source=self.source,
+            counts=(
+                self.num_rows + sum(b.num_rows for b in more),
+                self.num_blocklets + len(more),
+                self.blocklet_bytes + sum(b.length for b in more),
+            ),
+        )
+        out._chain = (self._chain, more) if more else self._chain
+        out._tail = None if out._chain is not None else ()
+        return out
+
+    def rebased(self, source: ManifestSet) -> FileState:
+        """The same file with every entry in ``source`` (just written by a checkpoint)."""
+        return FileState(
+            self.path,
+            self.committed_length,
+            (),
+            self.created_version,
+            self.modified_version,
+            segment_id=self.segment_id,
+            source=source,
+            counts=(self.num_rows, self.num_blocklets, self.blocklet_bytes),
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FileState):
@@ -138,6 +173,8 @@ class FileState:
             and self.committed_length == other.committed_length
             and self.created_version == other.created_version
             and self.modified_version == other.modified_version
+            and self.num_rows == other.num_rows
+            and self.num_blocklets == other.num_blocklets
             and self.blocklets == other.blocklets
         )
 
@@ -153,7 +190,7 @@ class FileState:
 
 @dataclass(frozen=True, slots=True)
 class SegmentState:
-    """One segment: its status, level and files."""
+    """One segment: its status, level and files (with their totals kept as numbers)."""
 
     segment_id: str
     format: SegmentFormat
@@ -166,34 +203,79 @@ class SegmentState:
     """Version of the latest status change (the creation, if none)."""
     status_time: int
     merged_into: str | None = None
-    files: Mapping[str, FileState] = field(default_factory=dict)
+    files: Mapping[str, FileState] = field(default_factory=OrderedMap)
     files_removed: bool = False
-    """True once ``clean`` has physically deleted the segment's data."""
+    """True once ``clean`` has physically deleted some of the segment's data."""
+    num_rows: int = -1
+    num_bytes: int = -1
+    """Committed bytes of its files."""
+    num_blocklets: int = -1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.files, OrderedMap):
+            object.__setattr__(self, "files", OrderedMap(self.files.items()))
+        if self.num_rows < 0:
+            object.__setattr__(self, "num_rows", sum(f.num_rows for f in self.files.values()))
+            object.__setattr__(
+                self, "num_bytes", sum(f.committed_length for f in self.files.values())
+            )
+            object.__setattr__(
+                self, "num_blocklets", sum(f.num_blocklets for f in self.files.values())
+            )
 
     @property
     def is_live(self) -> bool:
         return self.status in LIVE_STATUSES
 
-    @property
-    def num_rows(self) -> int:
-        return sum(f.num_rows for f in self.files.values())
+    def with_file(self, new: FileState) -> SegmentState:
+        """This segment with ``new`` added or replacing the file of the same path."""
+        old = self.files.get(new.path)
+        d_rows = new.num_rows - (old.num_rows if old else 0)
+        d_bytes = new.committed_length - (old.committed_length if old else 0)
+        d_count = new.num_blocklets - (old.num_blocklets if old else 0)
+        assert isinstance(self.files, OrderedMap)
+        return replace(
+            self,
+            files=self.files.set(new.path, new),
+            num_rows=self.num_rows + d_rows,
+            num_bytes=self.num_bytes + d_bytes,
+            num_blocklets=self.num_blocklets + d_count,
+        )
 
-    @property
-    def num_bytes(self) -> int:
-        return sum(f.committed_length for f in self.files.values())
-
-    @property
-    def num_blocklets(self) -> int:
-        return sum(f.num_blocklets for f in self.files.values())
+    def without_files(self, paths: Iterable[str]) -> SegmentState:
+        files = self.files
+        assert isinstance(files, OrderedMap)
+        rows, nbytes, count = self.num_rows, self.num_bytes, self.num_blocklets
+        for p in paths:
+            old = files.get(p)
+            if old is None:
+                continue
+            files = files.delete(p)
+            rows -= old.num_rows
+            nbytes -= old.committed_length
+            count -= old.num_blocklets
+        return replace(
+            self,
+            files=files,
+            files_removed=True,
+            num_rows=rows,
+            num_bytes=nbytes,
+            num_blocklets=count,
+        )
 
 
 class Snapshot:
-    """The state of a table at ``version``. Immutable; ``apply`` makes the next one."""
+    """The state of a table at ``version``. Immutable; ``apply`` makes the next one.
+
+    Segments and files that ``clean`` removed are forgotten, so the state holds what readers
+    and retained versions need, not everything ever written."""
 
     __slots__ = (
         "_segments",
         "data_version",
+        "manifests",
         "metadata",
+        "next_segment",
         "table_path",
         "timestamp",
         "txns",
@@ -210,6 +292,8 @@ class Snapshot:
         segments: Mapping[str, SegmentState],
         txns: Mapping[str, int],
         data_version: int | None = None,
+        manifests: ManifestSet | None = None,
+        next_segment: int | None = None,
     ) -> None:
         self.table_path = table_path
         self.version = version
@@ -218,8 +302,20 @@ class Snapshot:
         ``version``. An overwrite requires it unchanged since the version it read."""
         self.timestamp = timestamp
         self.metadata = metadata
-        self._segments = dict(segments)
-        self.txns = dict(txns)
+        self._segments: OrderedMap[str, SegmentState] = (
+            segments if isinstance(segments, OrderedMap) else OrderedMap(segments.items())
+        )
+        self.txns: OrderedMap[str, int] = (
+            txns if isinstance(txns, OrderedMap) else OrderedMap(txns.items())
+        )
+        self.manifests = manifests
+        """The manifests of the checkpoint this snapshot descends from (None: no manifests)."""
+        self.next_segment = (
+            max((_segment_number(sid) + 1 for sid in self._segments), default=0)
+            if next_segment is None
+            else next_segment
+        )
+        """One more than the largest integer segment id ever added (forgotten ones too)."""
 
     # --- views --------------------------------------------------------------------------------
 
@@ -233,7 +329,7 @@ class Snapshot:
 
     @property
     def segments(self) -> Mapping[str, SegmentState]:
-        """Every segment ever added (not yet forgotten), in creation order."""
+        """Every segment not yet forgotten, in creation order."""
         return self._segments
 
     def live_segments(self) -> list[SegmentState]:
@@ -242,7 +338,8 @@ class Snapshot:
 
     def streaming_segment(self) -> SegmentState | None:
         """The newest segment still open for streaming appends."""
-        for s in reversed(self._segments.values()):
+        for sid in reversed(self._segments):
+            s = self._segments[sid]
             if s.status == "STREAMING":
                 return s
         return None
@@ -258,8 +355,31 @@ class Snapshot:
 
     def next_segment_number(self) -> int:
         """One more than the largest integer segment id so far."""
-        numbers = [int(sid.split(".")[0]) for sid in self._segments]
-        return max(numbers, default=-1) + 1
+        return self.next_segment
+
+    def with_manifests(self, manifests: ManifestSet) -> Snapshot:
+        """This state with every file's entries in ``manifests`` (a checkpoint just wrote
+        them): later checkpoints reuse them instead of encoding the entries again."""
+        segments: OrderedMap[str, SegmentState] = OrderedMap()
+        for sid, seg in self._segments.items():
+            files = OrderedMap((p, f.rebased(manifests)) for p, f in seg.files.items())
+            segments = segments.set(sid, replace(seg, files=files))
+        return self._evolve(segments=segments, manifests=manifests)
+
+    def _evolve(self, **changes: Any) -> Snapshot:
+        fields: dict[str, Any] = {
+            "table_path": self.table_path,
+            "version": self.version,
+            "timestamp": self.timestamp,
+            "metadata": self.metadata,
+            "segments": self._segments,
+            "txns": self.txns,
+            "data_version": self.data_version,
+            "manifests": self.manifests,
+            "next_segment": self.next_segment,
+        }
+        fields.update(changes)
+        return Snapshot(**fields)
 
     # --- replay -------------------------------------------------------------------------------
 
@@ -284,102 +404,166 @@ class Snapshot:
         return empty.apply(version, actions)
 
     def apply(self, version: int, actions: Iterable[Action]) -> Snapshot:
-        """The snapshot after committing ``actions`` as ``version`` (must be ``self.version+1``)."""
+        """The snapshot after committing ``actions`` as ``version`` (must be ``self.version+1``).
+
+        Each action costs in proportion to its own size: maps are persistent, totals are
+        kept as numbers."""
         if version != self.version + 1:
             raise CorruptDataError(
                 f"log of {self.table_path!r} skips from version {self.version} to {version}"
             )
         actions = list(actions)
-        metadata = self.metadata
-        segments = dict(self._segments)
-        txns = dict(self.txns)
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-        timestamp = info.timestamp if info is not None else self.timestamp
-        data_version = version if info is not None and info.data_change else self.data_version
+        state = _Replay(
+            table=self.table_path,
+            version=version,
+            timestamp=info.timestamp if info is not None else self.timestamp,
+            metadata=self.metadata,
+            segments=self._segments,
+            txns=self.txns,
+            next_segment=self.next_segment,
+        )
         for action in actions:
-            if isinstance(action, BlockletsAppended):
-                segments[action.segment_id] = _append(segments, action, version, self.table_path)
-            elif isinstance(action, SegmentAdded):
-                check_log_name(
-                    action.segment_id,
-                    what="segment id",
-                    where=f"version {version} of {self.table_path!r}",
-                )
-                if action.status not in _STATUSES or action.format not in ("STREAMING", "COLUMNAR"):
-                    raise CorruptDataError(
-                        f"version {version} of {self.table_path!r} adds segment "
-                        f"{action.segment_id!r} with unknown status/format "
-                        f"{action.status}/{action.format}"
-                    )
-                if action.segment_id in segments:
-                    raise CorruptDataError(
-                        f"version {version} of {self.table_path!r} adds segment "
-                        f"{action.segment_id!r} twice"
-                    )
-                segments[action.segment_id] = SegmentState(
-                    segment_id=action.segment_id,
-                    format=action.format,
-                    status=action.status,
-                    level=action.level,
-                    sorted_by=action.sorted_by,
-                    created_version=version,
-                    created_time=timestamp,
-                    status_version=version,
-                    status_time=timestamp,
-                )
-            elif isinstance(action, SegmentStatusChanged):
-                seg = _segment(segments, action.segment_id, version, self.table_path)
-                if action.status not in _TRANSITIONS.get(seg.status, ()):
-                    raise CorruptDataError(
-                        f"version {version} of {self.table_path!r} moves segment "
-                        f"{seg.segment_id!r} from {seg.status} to {action.status}, which is not a "
-                        "valid transition"
-                    )
-                segments[seg.segment_id] = replace(
-                    seg,
-                    status=action.status,
-                    merged_into=action.merged_into,
-                    status_version=version,
-                    status_time=timestamp,
-                )
-            elif isinstance(action, FilesRemoved):
-                seg = _segment(segments, action.segment_id, version, self.table_path)
-                if seg.is_live:
-                    raise CorruptDataError(
-                        f"version {version} of {self.table_path!r} removes files of segment "
-                        f"{seg.segment_id!r}, which readers still see ({seg.status})"
-                    )
-                remaining = {p: f for p, f in seg.files.items() if p not in set(action.files)}
-                segments[seg.segment_id] = replace(seg, files=remaining, files_removed=True)
-            elif isinstance(action, TxnMarker):
-                previous = txns.get(action.app_id)
-                if previous is not None and action.batch_id <= previous:
-                    raise CorruptDataError(
-                        f"version {version} of {self.table_path!r} records batch {action.batch_id} "
-                        f"of app {action.app_id!r}, which already committed batch {previous}"
-                    )
-                txns[action.app_id] = action.batch_id
-            elif isinstance(action, TableMetadata):
-                if action.format_version > LOG_FORMAT_VERSION:
-                    raise UnsupportedFormatError(
-                        f"table {self.table_path!r} uses log format version "
-                        f"{action.format_version}; this CarbonLite reads up to "
-                        f"{LOG_FORMAT_VERSION}: upgrade carbonlite to open it"
-                    )
-                metadata = action
+            _HANDLERS[type(action)](state, action)
         return Snapshot(
             table_path=self.table_path,
             version=version,
-            timestamp=timestamp,
-            metadata=metadata,
-            segments=segments,
-            txns=txns,
-            data_version=data_version,
+            timestamp=state.timestamp,
+            metadata=state.metadata,
+            segments=state.segments,
+            txns=state.txns,
+            data_version=version if info is not None and info.data_change else self.data_version,
+            manifests=self.manifests,
+            next_segment=state.next_segment,
         )
 
 
+def _segment_number(segment_id: str) -> int:
+    try:
+        return int(segment_id.split(".")[0])
+    except ValueError:
+        return -1
+
+
+@dataclass(slots=True)
+class _Replay:
+    """The state while one version's actions are applied."""
+
+    table: str
+    version: int
+    timestamp: int
+    metadata: TableMetadata
+    segments: OrderedMap[str, SegmentState]
+    txns: OrderedMap[str, int]
+    next_segment: int
+
+    @property
+    def where(self) -> str:
+        return f"version {self.version} of {self.table!r}"
+
+
+def _add_segment(state: _Replay, action: SegmentAdded) -> None:
+    check_log_name(action.segment_id, what="segment id", where=state.where)
+    if action.status not in _STATUSES or action.format not in ("STREAMING", "COLUMNAR"):
+        raise CorruptDataError(
+            f"{state.where} adds segment {action.segment_id!r} with unknown status/format "
+            f"{action.status}/{action.format}"
+        )
+    if action.segment_id in state.segments:
+        raise CorruptDataError(f"{state.where} adds segment {action.segment_id!r} twice")
+    state.segments = state.segments.set(
+        action.segment_id,
+        SegmentState(
+            segment_id=action.segment_id,
+            format=action.format,
+            status=action.status,
+            level=action.level,
+            sorted_by=action.sorted_by,
+            created_version=state.version,
+            created_time=state.timestamp,
+            status_version=state.version,
+            status_time=state.timestamp,
+        ),
+    )
+    state.next_segment = max(state.next_segment, _segment_number(action.segment_id) + 1)
+
+
+def _set_status(state: _Replay, action: SegmentStatusChanged) -> None:
+    seg = _segment(state.segments, action.segment_id, state.version, state.table)
+    if action.status not in _TRANSITIONS.get(seg.status, ()):
+        raise CorruptDataError(
+            f"{state.where} moves segment {seg.segment_id!r} from {seg.status} to "
+            f"{action.status}, which is not a valid transition"
+        )
+    state.segments = state.segments.set(
+        seg.segment_id,
+        replace(
+            seg,
+            status=action.status,
+            merged_into=action.merged_into,
+            status_version=state.version,
+            status_time=state.timestamp,
+        ),
+    )
+
+
+def _remove_files(state: _Replay, action: FilesRemoved) -> None:
+    seg = state.segments.get(action.segment_id)
+    if seg is None:
+        return  # forgotten by an earlier removeFiles (two cleans raced): nothing left to drop
+    if seg.is_live:
+        raise CorruptDataError(
+            f"{state.where} removes files of segment {seg.segment_id!r}, which readers still "
+            f"see ({seg.status})"
+        )
+    seg = seg.without_files(action.files)
+    if seg.files:
+        state.segments = state.segments.set(seg.segment_id, seg)
+    else:  # nothing left to read or delete: the segment is forgotten
+        state.segments = state.segments.delete(seg.segment_id)
+
+
+def _txn(state: _Replay, action: TxnMarker) -> None:
+    previous = state.txns.get(action.app_id)
+    if previous is not None and action.batch_id <= previous:
+        raise CorruptDataError(
+            f"{state.where} records batch {action.batch_id} of app {action.app_id!r}, which "
+            f"already committed batch {previous}"
+        )
+    state.txns = state.txns.set(action.app_id, action.batch_id)
+
+
+def _metadata(state: _Replay, action: TableMetadata) -> None:
+    if action.format_version > LOG_FORMAT_VERSION:
+        raise UnsupportedFormatError(
+            f"table {state.table!r} uses log format version {action.format_version}; this "
+            f"CarbonLite reads up to {LOG_FORMAT_VERSION}: upgrade carbonlite to open it"
+        )
+    state.metadata = action
+
+
+def _append_blocklets(state: _Replay, action: BlockletsAppended) -> None:
+    seg = _append(state.segments, action, state.version, state.table)
+    state.segments = state.segments.set(seg.segment_id, seg)
+
+
+def _nothing(state: _Replay, action: CommitInfo) -> None:
+    """Provenance only; its timestamp is the version's."""
+
+
+_HANDLERS: dict[type, Callable[[_Replay, Any], None]] = {
+    SegmentAdded: _add_segment,
+    BlockletsAppended: _append_blocklets,
+    SegmentStatusChanged: _set_status,
+    FilesRemoved: _remove_files,
+    TxnMarker: _txn,
+    TableMetadata: _metadata,
+    CommitInfo: _nothing,
+}
+
+
 def _segment(
-    segments: dict[str, SegmentState], segment_id: str, version: int, table: str
+    segments: Mapping[str, SegmentState], segment_id: str, version: int, table: str
 ) -> SegmentState:
     try:
         return segments[segment_id]
@@ -390,7 +574,7 @@ def _segment(
 
 
 def _append(
-    segments: dict[str, SegmentState], action: BlockletsAppended, version: int, table: str
+    segments: Mapping[str, SegmentState], action: BlockletsAppended, version: int, table: str
 ) -> SegmentState:
     check_log_path(action.file, what="data file", where=f"version {version} of {table!r}")
     seg = _segment(segments, action.segment_id, version, table)
@@ -421,9 +605,9 @@ def _append(
             f"committed length is {committed}"
         )
     if old is None:
-        new = FileState(action.file, action.end, action.blocklets, version, version)
+        new = FileState(
+            action.file, action.end, action.blocklets, version, version, segment_id=seg.segment_id
+        )
     else:
         new = old.appended(action.end, action.blocklets, version)
-    files = dict(seg.files)
-    files[action.file] = new
-    return replace(seg, files=files)
+    return seg.with_file(new)

@@ -10,12 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from carbonlite.errors import SchemaMismatchError
-from carbonlite.metadata import BlockletEntry, Snapshot
+from carbonlite.metadata import BlockletEntry, FileState, SegmentState, Snapshot
+from carbonlite.metadata.blocklet_index import entries_table
+from carbonlite.metadata.manifest import ManifestSet
 from carbonlite.reader.expression import Filter
-from carbonlite.reader.predicate import can_match
+from carbonlite.reader.predicate import Predicate, can_match
+
+try:  # TEMP until prune_arrays lands
+    from carbonlite.reader.prune_arrays import match_mask
+except ImportError:  # pragma: no cover
+
+    def match_mask(predicate, table, types):  # type: ignore[no-untyped-def]
+        from carbonlite.metadata.blocklet_index import read_entries
+
+        schema = pa.schema([pa.field(n, t) for n, t in types.items()])
+        entries = read_entries(table, list(range(table.num_rows)), schema)
+        return pa.array([can_match(predicate, b.stats, b.num_rows, types) for b in entries])
+
 
 __all__ = ["DEFAULT_SPLIT_BYTES", "ScanPlan", "Split", "plan_scan", "project_schema"]
 
@@ -88,36 +103,125 @@ def plan_scan(
     filter: Filter | None,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
 ) -> ScanPlan:
-    """Every live blocklet whose statistics allow a match, grouped into splits."""
+    """Every live blocklet whose statistics allow a match, grouped into splits.
+
+    Pruning is columnar: whole manifests are skipped by their summary statistics, and the
+    entries of the others are matched with Arrow compute (``prune_arrays``); only the
+    selected blocklets become objects."""
     schema = project_schema(snapshot.schema, columns, where=repr(snapshot.table_path))
     types = {f.name: f.type for f in snapshot.schema}
     predicate = filter.predicate if filter is not None else None
-    splits: list[Split] = []
-    total = selected = bytes_total = bytes_selected = 0
+    live: dict[str, tuple[int, SegmentState, FileState]] = {}
+    total = bytes_total = 0
     for seg, f in snapshot.iter_files():
-        run: list[BlockletEntry] = []
-        run_bytes = 0
-        for b in f.blocklets:
-            total += 1
-            bytes_total += b.length
-            keep = predicate is None or can_match(predicate, b.stats, b.num_rows, types)
-            if run and (not keep or run_bytes + b.length > split_bytes):
-                splits.append(Split(seg.segment_id, f.path, f.committed_length, tuple(run)))
-                run, run_bytes = [], 0
-            if keep:
-                run.append(b)
-                run_bytes += b.length
-                selected += 1
-                bytes_selected += b.length
-        if run:
-            splits.append(Split(seg.segment_id, f.path, f.committed_length, tuple(run)))
+        live[f.path] = (len(live), seg, f)
+        total += f.num_blocklets
+        bytes_total += f.blocklet_bytes
+    chunks: list[_Chunk] = []
+    manifests = snapshot.manifests
+    if manifests is not None and live:
+        live_segments = {seg.segment_id for _, seg, _ in live.values()}
+        for ref in manifests.refs:
+            if not ref.is_legacy and live_segments.isdisjoint(ref.segments):
+                continue
+            if (
+                predicate is not None
+                and ref.stats
+                and not can_match(predicate, ref.stats, ref.rows, types)
+            ):
+                continue
+            table = manifests.store.load(ref, manifests.schema).table
+            chunks.append(_select(table, live, predicate, types, source=manifests))
+    tails = [(f.path, f.tail) for _, _, f in live.values() if f.has_tail]
+    if tails:
+        tail_table = entries_table(tails, snapshot.schema)
+        chunks.append(_select(tail_table, live, predicate, types, source=None))
+    splits = _splits(chunks, live, split_bytes)
     return ScanPlan(
         version=snapshot.version,
         table_schema=snapshot.schema,
         schema=schema,
         splits=tuple(splits),
         blocklets_total=total,
-        blocklets_selected=selected,
+        blocklets_selected=sum(len(s.blocklets) for s in splits),
         bytes_total=bytes_total,
-        bytes_selected=bytes_selected,
+        bytes_selected=sum(s.num_bytes for s in splits),
     )
+
+
+_Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""Selected blocklets of one entries table: file number (in ``live``), offset, length, rows."""
+
+
+def _select(
+    table: pa.Table,
+    live: dict[str, tuple[int, SegmentState, FileState]],
+    predicate: Predicate | None,
+    types: dict[str, pa.DataType],
+    *,
+    source: ManifestSet | None,
+) -> _Chunk:
+    """The blocklets of ``table`` that belong to live files and may match ``predicate``.
+    ``source``: the manifests ``table`` is one of (a file's entries count only from the
+    manifests it descends from); None for a table of the files' tails."""
+    files = table.column("file").combine_chunks()
+    number = np.array(
+        [
+            found[0]
+            if (found := live.get(p)) is not None and (source is None or found[2].source is source)
+            else -1
+            for p in files.dictionary.to_pylist()
+        ],
+        dtype=np.int64,
+    )
+    file_of_row = (
+        number[files.indices.to_numpy(zero_copy_only=False)]
+        if len(number)
+        else (np.zeros(0, np.int64))
+    )
+    keep = file_of_row >= 0
+    if predicate is not None and keep.any():
+        keep &= match_mask(predicate, table, types).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(keep)
+    return (
+        file_of_row[rows],
+        table.column("offset").to_numpy()[rows],
+        table.column("length").to_numpy()[rows],
+        table.column("rows").to_numpy()[rows],
+    )
+
+
+def _splits(
+    chunks: list[_Chunk],
+    live: dict[str, tuple[int, SegmentState, FileState]],
+    split_bytes: int,
+) -> list[Split]:
+    """Runs of adjacent selected blocklets of one file (each starting where the one before it
+    ends: no blocklet between them was pruned), in segment, file and file order."""
+    if not chunks:
+        return []
+    files = np.concatenate([c[0] for c in chunks])
+    offsets = np.concatenate([c[1] for c in chunks])
+    lengths = np.concatenate([c[2] for c in chunks])
+    counts = np.concatenate([c[3] for c in chunks])
+    order = np.lexsort((offsets, files))
+    by_number = {n: (seg, f) for n, seg, f in live.values()}
+    splits: list[Split] = []
+    run: list[BlockletEntry] = []
+    run_bytes = 0
+    previous_file = previous_end = -1
+    for i in order.tolist():
+        file, offset, length = int(files[i]), int(offsets[i]), int(lengths[i])
+        if run and (
+            file != previous_file or offset != previous_end or run_bytes + length > split_bytes
+        ):
+            seg, f = by_number[previous_file]
+            splits.append(Split(seg.segment_id, f.path, f.committed_length, tuple(run)))
+            run, run_bytes = [], 0
+        run.append(BlockletEntry(offset, length, int(counts[i])))
+        run_bytes += length
+        previous_file, previous_end = file, offset + length
+    if run:
+        seg, f = by_number[previous_file]
+        splits.append(Split(seg.segment_id, f.path, f.committed_length, tuple(run)))
+    return splits

@@ -37,7 +37,7 @@ from carbonlite.errors import (
 )
 from carbonlite.metadata import BlockletsAppended, CommitInfo, SegmentStatusChanged, Snapshot
 from carbonlite.reader.expression import parse_filter
-from carbonlite.reader.planner import Split
+from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.spark.filters import to_expression
 from carbonlite.spark.options import SparkOptions
@@ -48,6 +48,10 @@ from carbonlite.table import Table, open_table
 __all__ = ["CarbonLiteBatchReader", "CarbonLiteStreamReader", "SplitsPartition"]
 
 PARTITION_BYTES = 128 * 1024 * 1024
+
+
+_WHOLE_FILES = 1 << 62
+"""A split size no file reaches: the initial snapshot is read as one unit per file."""
 
 
 @dataclass
@@ -239,16 +243,9 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return latest if self._available_now is None else min(latest, self._available_now)
 
     def _initial_units(self, version: int) -> list[_Unit]:
-        snap = self.table.snapshot(version)
-        return [
-            _Unit(
-                Split(seg.segment_id, f.path, f.committed_length, f.blocklets),
-                f.num_rows,
-                sum(b.length for b in f.blocklets),
-            )
-            for seg, f in snap.iter_files()
-            if f.blocklets
-        ]
+        snapshot = self.table.snapshot(version)
+        plan = plan_scan(snapshot, columns=None, filter=None, split_bytes=_WHOLE_FILES)
+        return [_Unit(split, split.num_rows, split.num_bytes) for split in plan.splits]
 
     def _version_units(self, version: int) -> list[_Unit]:
         try:

@@ -26,6 +26,7 @@ COMMANDS = (
     "clean",
     "recover",
     "verify",
+    "upgrade",
     "demo",
 )
 """Every command of the ``carbonlite`` app."""

@@ -180,10 +180,8 @@ def test_log_retention_removes_old_log_files_only_before_a_retained_checkpoint(
 
     result = t.clean()
     gone = {os.path.basename(p) for p in result.log_files}
-    expected = {f"{v:020d}.json" for v in range(9)} | {
-        f"{v:020d}.checkpoint{suffix}" for v in (3, 6) for suffix in (".json", ".blocklets.arrow")
-    }
-    assert gone == expected
+    expected = {f"{v:020d}.json" for v in range(9)} | {f"{v:020d}.checkpoint.json" for v in (3, 6)}
+    assert gone == expected  # manifests are younger than their minimum age: they stay
     assert set(dry.log_files) == set(result.log_files)
     left = sorted(os.listdir(log_dir))
     assert set(before) - set(left) == expected
@@ -204,21 +202,21 @@ def test_log_retention_removes_old_log_files_only_before_a_retained_checkpoint(
     assert_rows(cl.open_table(path).to_arrow(), range(140))
 
 
-def test_log_retention_never_keeps_the_log_from_a_checkpoint_whose_index_is_damaged(
+def test_log_retention_never_keeps_the_log_from_a_checkpoint_whose_manifest_is_damaged(
     tmp_path: Path,
 ) -> None:
-    """Checkpoint 9's index is garbage: it cannot stand in for versions 0..8, so clean keeps the
-    log from checkpoint 6, and every version from 6 on stays readable by time travel."""
+    """The manifest checkpoint 9 added is garbage: checkpoint 9 cannot stand in for versions
+    0..8, so clean keeps the log from checkpoint 6, and every version from 6 on stays readable
+    by time travel."""
     path = tmp_path / "t"
     checkpointed_table(path, log_retention="0s")
-    log_dir = path / "_carbonlite" / "log"
-    index = log_dir / f"{9:020d}.checkpoint.blocklets.arrow"
-    index.write_bytes(os.urandom(index.stat().st_size))
+    refs = cl.open_table(path).log.read_checkpoint(9).manifests.refs
+    assert [r.max_version for r in refs] == [3, 6, 9]
+    manifest = path / "_carbonlite" / "manifests" / refs[-1].name
+    manifest.write_bytes(os.urandom(manifest.stat().st_size))
     result = cl.open_table(path).clean(0, force=True)
     gone = {os.path.basename(p) for p in result.log_files}
-    assert gone == {f"{v:020d}.json" for v in range(6)} | {
-        f"{v:020d}.checkpoint{suffix}" for v in (3,) for suffix in (".json", ".blocklets.arrow")
-    }
+    assert gone == {f"{v:020d}.json" for v in range(6)} | {f"{3:020d}.checkpoint.json"}
     fresh = cl.open_table(path)
     for v in (6, 7, 8):
         assert_rows(fresh.to_arrow(version=v), range(v * 10))

@@ -307,4 +307,13 @@ def replay(table_path: str, versions: list[list[Action]]) -> list[Snapshot]:
 def snapshot_state(s: Snapshot) -> tuple[Any, ...]:
     """Everything a snapshot holds, as comparable values (order of segments and files too)."""
     segments = [(sid, seg, list(seg.files)) for sid, seg in s.segments.items()]
-    return (s.table_path, s.version, s.timestamp, s.metadata, segments, s.txns, s.data_version)
+    return (
+        s.table_path,
+        s.version,
+        s.timestamp,
+        s.metadata,
+        segments,
+        dict(s.txns),
+        s.data_version,
+        s.next_segment,
+    )

@@ -23,13 +23,15 @@ from carbonlite.metadata import (
     TableMetadata,
     TxnMarker,
 )
-from carbonlite.metadata.seal import seal, unseal
-from carbonlite.metadata.serde import (
-    decode_actions,
+from carbonlite.metadata.checkpoint import (
     decode_checkpoint,
-    encode_actions,
     encode_checkpoint,
+    encode_legacy_checkpoint,
 )
+from carbonlite.metadata.manifest import ManifestStore
+from carbonlite.metadata.manifest_plan import plan_manifests
+from carbonlite.metadata.seal import seal, unseal
+from carbonlite.metadata.serde import decode_actions, encode_actions
 from tests.metadata.strategies import (
     actions,
     commit_infos,
@@ -166,14 +168,30 @@ def test_schema_change_applies_to_the_whole_version() -> None:
 INDEX = "00000000000000000007.checkpoint.blocklets.arrow"
 
 
-def checkpoint_round_trip(snapshot: Snapshot) -> tuple[Snapshot, tuple[bytes, bytes]]:
-    """``snapshot`` through its checkpoint files (document and blocklet index) and back."""
-    document, index = encode_checkpoint(snapshot, INDEX)
-    files = {INDEX: index}
-    restored = decode_checkpoint(
-        document, snapshot.table_path, where="ck", read_index=lambda name: files[name]
+def store_of(files: dict[str, bytes]) -> ManifestStore:
+    """A manifest store reading ``files`` (name -> bytes), as the log reads its directory."""
+    return ManifestStore(lambda ref: files[ref.name], lambda ref: ref.name)
+
+
+def checkpoint_round_trip(
+    snapshot: Snapshot, files: dict[str, bytes] | None = None
+) -> tuple[Snapshot, tuple[bytes, ...]]:
+    """``snapshot`` through its checkpoint (new manifests, then the document) and back."""
+    files = {} if files is None else files
+    refs, written = plan_manifests(snapshot, store_of(files))
+    for ref, data, _ in written:
+        files[ref.name] = data
+    document = encode_checkpoint(snapshot, refs)
+    restored = decode_checkpoint(document, snapshot.table_path, where="ck", store=store_of(files))
+    return restored, (document, *(files[r.name] for r in refs))
+
+
+def legacy_round_trip(snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` through a checkpoint of format 1/2 (document and blocklet index)."""
+    document, index = encode_legacy_checkpoint(snapshot, INDEX)
+    return decode_checkpoint(
+        document, snapshot.table_path, where="ck", store=store_of({INDEX: index})
     )
-    return restored, (document, index)
 
 
 @SETTINGS
@@ -183,11 +201,14 @@ def test_checkpoint_round_trip_of_replayed_snapshots(history) -> None:
     snapshots = replay("memory://serde-table", versions)
     for snapshot, schema in zip(snapshots, schemas, strict=True):
         assert_same_schema(snapshot.schema, schema)
-        restored, encoded = checkpoint_round_trip(snapshot)
+        files: dict[str, bytes] = {}
+        restored, encoded = checkpoint_round_trip(snapshot, files)
         assert snapshot_state(restored) == snapshot_state(snapshot)
         assert_same_schema(restored.schema, snapshot.schema)
         assert restored.num_rows == snapshot.num_rows
-        assert checkpoint_round_trip(restored)[1] == encoded  # canonical
+        # a checkpoint of a restored state reuses its manifests and writes the same document
+        assert checkpoint_round_trip(restored, files)[1] == encoded
+        assert snapshot_state(legacy_round_trip(snapshot)) == snapshot_state(snapshot)
 
 
 @SETTINGS
@@ -281,21 +302,22 @@ def test_damaged_checkpoint_names_the_file() -> None:
             ),
         ],
     )
-    document, index = encode_checkpoint(snapshot, INDEX)
+    files: dict[str, bytes] = {}
+    _, (document, manifest) = checkpoint_round_trip(snapshot, files)
     for bad in (document[:-5], b"\xff" + document, document.replace(b'"segments"', b'"segs"')):
         with pytest.raises(CorruptDataError) as info:
-            decode_checkpoint(
-                bad, "memory://x", where="memory://x/ck.json", read_index=lambda name: index
-            )
+            decode_checkpoint(bad, "memory://x", where="memory://x/ck.json", store=store_of(files))
         assert info.value.path == "memory://x/ck.json"
-    # the blocklet index is read when entries are needed; damage there names the index
-    restored = decode_checkpoint(
-        document, "memory://x", where="ck", read_index=lambda name: index[: len(index) // 2]
-    )
-    assert restored.num_rows == 3
-    with pytest.raises(CorruptDataError) as info:
-        restored.segments["0"].files["f"].blocklets  # noqa: B018
-    assert info.value.path == INDEX
+    # manifests are read when entries are needed; damage there names the manifest
+    (name,) = files
+    for damaged in (manifest[: len(manifest) // 2], manifest[:-9] + b"\x00" * 9):
+        restored = decode_checkpoint(
+            document, "memory://x", where="ck", store=store_of({name: damaged})
+        )
+        assert restored.num_rows == 3
+        with pytest.raises(CorruptDataError) as info:
+            restored.segments["0"].files["f"].blocklets  # noqa: B018
+        assert info.value.path == name
     good, _ = checkpoint_round_trip(snapshot)
     assert snapshot_state(good) == snapshot_state(snapshot)
 

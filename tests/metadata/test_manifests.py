@@ -1,5 +1,4 @@
-"""The checkpoint's columnar blocklet index: names never clash, damage is named, a missing
-index makes opening fall back."""
+"""Manifests: columns named like manifest fields never clash, damage and loss are named."""
 
 from __future__ import annotations
 
@@ -34,8 +33,10 @@ def make(path: Path, commits: int = 6) -> cl.Table:
     return t
 
 
-def index_file(path: Path, version: int) -> Path:
-    return path / "_carbonlite" / "log" / f"{version:020d}.checkpoint.blocklets.arrow"
+def manifest_file(path: Path) -> Path:
+    """The one manifest of a table checkpointed once."""
+    (found,) = (path / "_carbonlite" / "manifests").iterdir()
+    return found
 
 
 def test_columns_named_like_index_fields_keep_their_statistics(tmp_path: Path) -> None:
@@ -50,24 +51,27 @@ def test_columns_named_like_index_fields_keep_their_statistics(tmp_path: Path) -
     assert t.to_arrow().equals(written)
 
 
-def test_a_damaged_index_is_named_when_entries_are_needed(tmp_path: Path) -> None:
+def test_a_damaged_manifest_is_named_when_entries_are_needed(tmp_path: Path) -> None:
     path = tmp_path / "t"
     make(path)
-    index = index_file(path, 5)
-    data = bytearray(index.read_bytes())
+    manifest = manifest_file(path)
+    data = bytearray(manifest.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    index.write_bytes(bytes(data))
+    manifest.write_bytes(bytes(data))
     t = cl.open_table(path)  # opening needs no entries
     assert t.count_rows() == 12
     with pytest.raises(cl.CorruptDataError, match="checksum") as info:
         t.to_arrow()
-    assert str(index) in str(info.value)
+    assert str(manifest) in str(info.value)
 
 
-def test_a_missing_index_makes_opening_fall_back(tmp_path: Path) -> None:
+def test_a_missing_manifest_is_named(tmp_path: Path) -> None:
     path = tmp_path / "t"
-    written = make(path).to_arrow()
-    os.unlink(index_file(path, 5))
-    t = cl.open_table(path)  # the checkpoint is unusable: replay from version 0
-    assert t.version == 6
-    assert t.to_arrow().equals(written)
+    make(path)
+    manifest = manifest_file(path)
+    os.unlink(manifest)
+    t = cl.open_table(path)
+    assert t.count_rows() == 12
+    with pytest.raises(cl.CorruptDataError, match="gone") as info:
+        t.to_arrow()
+    assert str(manifest) in str(info.value)

@@ -1,0 +1,260 @@
+"""Checkpoints: the table state at one version in one small JSON document (docs/LOG.md).
+
+Format 3 (``encode_checkpoint``): the document holds metadata, transactions, segments and
+their files (with counts), and the list of *manifests* (``manifest.py``) where the blocklet
+entries live; it never holds entries itself, so its size follows the number of live files,
+not blocklets. Formats 1 and 2 (``encode_legacy_checkpoint``, kept for tables not yet
+upgraded): the same document plus one blocklet index of every entry, rewritten whole each time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from carbonlite.errors import CorruptDataError
+from carbonlite.format.layout import crc32c
+from carbonlite.metadata.actions import LOG_FORMAT_VERSION, SEALED_FORMAT_VERSION, BlockletEntry
+from carbonlite.metadata.blocklet_index import encode_blocklet_index
+from carbonlite.metadata.manifest import (
+    ManifestRef,
+    ManifestSet,
+    ManifestStore,
+    ref_stats_from_json,
+    ref_stats_to_json,
+)
+from carbonlite.metadata.pmap import OrderedMap
+from carbonlite.metadata.seal import SealMismatchError, seal, unseal
+from carbonlite.metadata.serde import dumps, metadata_from_json, metadata_to_json
+from carbonlite.metadata.snapshot import FileState, SegmentState, Snapshot
+from carbonlite.names import check_checkpoint_names, check_log_name
+
+__all__ = [
+    "MANIFEST_FORMAT_VERSION",
+    "decode_checkpoint",
+    "encode_checkpoint",
+    "encode_legacy_checkpoint",
+]
+
+MANIFEST_FORMAT_VERSION = 3
+"""The first table format whose checkpoints reference manifests."""
+
+
+def _segment_to_json(seg: SegmentState, files: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "segment_id": seg.segment_id,
+        "format": seg.format,
+        "status": seg.status,
+        "level": seg.level,
+        "sorted_by": list(seg.sorted_by),
+        "created_version": seg.created_version,
+        "created_time": seg.created_time,
+        "status_version": seg.status_version,
+        "status_time": seg.status_time,
+        "merged_into": seg.merged_into,
+        "files_removed": seg.files_removed,
+        "files": files,
+    }
+
+
+def _file_to_json(f: FileState) -> dict[str, Any]:
+    return {
+        "path": f.path,
+        "committed_length": f.committed_length,
+        "created_version": f.created_version,
+        "modified_version": f.modified_version,
+        "rows": f.num_rows,
+        "blocklets": f.num_blocklets,
+        "bytes": f.blocklet_bytes,
+    }
+
+
+def _ref_to_json(ref: ManifestRef, types: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "name": ref.name,
+        "crc32c": ref.crc32c,
+        "entries": ref.entries,
+        "rows": ref.rows,
+        "size": ref.size,
+        "min_version": ref.min_version,
+        "max_version": ref.max_version,
+        "level": ref.level,
+        "segments": list(ref.segments),
+        "stats": ref_stats_to_json(ref.stats, types),
+    }
+
+
+def _ref_from_json(obj: Mapping[str, Any], types: Mapping[str, Any], where: str) -> ManifestRef:
+    check_log_name(obj["name"], what="manifest", where=where)
+    return ManifestRef(
+        name=obj["name"],
+        crc32c=int(obj["crc32c"]),
+        entries=int(obj["entries"]),
+        rows=int(obj["rows"]),
+        size=int(obj["size"]),
+        min_version=int(obj["min_version"]),
+        max_version=int(obj["max_version"]),
+        level=int(obj["level"]),
+        segments=tuple(obj["segments"]),
+        stats=ref_stats_from_json(obj.get("stats", {}), types),
+    )
+
+
+def _header(snapshot: Snapshot) -> dict[str, Any]:
+    return {
+        "metadata": metadata_to_json(snapshot.metadata),
+        "txns": dict(snapshot.txns),
+        "data_version": snapshot.data_version,
+        "next_segment": snapshot.next_segment,
+    }
+
+
+def encode_checkpoint(snapshot: Snapshot, refs: tuple[ManifestRef, ...]) -> bytes:
+    """The format 3 document of ``snapshot`` whose entries all lie in ``refs``."""
+    types = {f.name: f.type for f in snapshot.schema}
+    doc = {
+        "checkpoint": {"version": snapshot.version, "timestamp": snapshot.timestamp},
+        **_header(snapshot),
+        "manifests": [_ref_to_json(r, types) for r in refs],
+        "segments": [
+            _segment_to_json(seg, [_file_to_json(f) for f in seg.files.values()])
+            for seg in snapshot.segments.values()
+        ],
+    }
+    return seal(dumps(doc).encode("utf-8"), 1)
+
+
+def encode_legacy_checkpoint(snapshot: Snapshot, index_name: str) -> tuple[bytes, bytes]:
+    """A format 1/2 checkpoint: (JSON document, blocklet index named ``index_name``)."""
+    segments = []
+    files: list[tuple[BlockletEntry, ...]] = []
+    for seg in snapshot.segments.values():
+        entries = []
+        for f in seg.files.values():
+            entry = _file_to_json(f)
+            del entry["bytes"]
+            entry["index"] = len(files)
+            entries.append(entry)
+            files.append(f.blocklets)
+        segments.append(_segment_to_json(seg, entries))
+    index = encode_blocklet_index(files, snapshot.schema)
+    header = _header(snapshot)  # next_segment too: older readers ignore it
+    doc = {
+        "checkpoint": {
+            "version": snapshot.version,
+            "timestamp": snapshot.timestamp,
+            "blocklet_index": index_name,
+            "blocklet_index_crc32c": crc32c(index),
+        },
+        **header,
+        "segments": segments,
+    }
+    return seal(dumps(doc).encode("utf-8"), 1), index
+
+
+def decode_checkpoint(
+    data: bytes,
+    table_path: str,
+    *,
+    where: str,
+    store: ManifestStore,
+) -> Snapshot:
+    """The snapshot of a checkpoint document (format 3, or 1 and 2). Manifests (or the old
+    blocklet index) are read through ``store``, only when some entries are needed."""
+    try:
+        body = unseal(data, 1)
+    except SealMismatchError as exc:
+        raise CorruptDataError(f"checkpoint is damaged ({exc})", path=where) from None
+    try:
+        doc = json.loads((data if body is None else body).decode("utf-8"))
+        metadata = metadata_from_json(doc["metadata"])
+        if body is None and SEALED_FORMAT_VERSION <= metadata.format_version <= LOG_FORMAT_VERSION:
+            raise CorruptDataError("checkpoint carries no checksum seal (damaged)", path=where)
+        header = doc["checkpoint"]
+        types = {f.name: f.type for f in metadata.schema}
+        legacy = "manifests" not in doc
+        if legacy:
+            index_name = header["blocklet_index"]
+            check_log_name(index_name, what="blocklet index", where=where)
+            paths = tuple(f["path"] for s in doc["segments"] for f in s["files"])
+            crc = header.get("blocklet_index_crc32c")
+            refs: tuple[ManifestRef, ...] = (
+                ManifestRef(
+                    name=index_name,
+                    crc32c=-1 if crc is None else int(crc),
+                    entries=-1,
+                    rows=-1,
+                    size=-1,
+                    min_version=0,
+                    max_version=int(header["version"]),
+                    level=0,
+                    segments=(),
+                    legacy_paths=paths,
+                ),
+            )
+        else:
+            refs = tuple(_ref_from_json(r, types, where) for r in doc["manifests"])
+        manifests = ManifestSet(refs, store, metadata.schema)
+        segments: OrderedMap[str, SegmentState] = OrderedMap()
+        found = doc.get("next_segment") if legacy else doc["next_segment"]
+        next_segment = None if found is None else int(found)
+        for s in doc["segments"]:
+            sid = s["segment_id"]
+            files = OrderedMap(
+                (
+                    f["path"],
+                    FileState(
+                        path=f["path"],
+                        committed_length=f["committed_length"],
+                        blocklets=(),
+                        created_version=f["created_version"],
+                        modified_version=f["modified_version"],
+                        segment_id=sid,
+                        source=manifests,
+                        counts=(f["rows"], f["blocklets"], int(f.get("bytes", 0))),
+                    ),
+                )
+                for f in s["files"]
+            )
+            segments = segments.set(
+                sid,
+                SegmentState(
+                    segment_id=sid,
+                    format=s["format"],
+                    status=s["status"],
+                    level=s["level"],
+                    sorted_by=tuple(s.get("sorted_by", ())),
+                    created_version=s["created_version"],
+                    created_time=s["created_time"],
+                    status_version=s["status_version"],
+                    status_time=s["status_time"],
+                    merged_into=s.get("merged_into"),
+                    files=files,
+                    files_removed=s.get("files_removed", False),
+                ),
+            )
+        check_checkpoint_names(
+            refs[0].name if legacy else "manifests",
+            {k: v.files for k, v in segments.items()},
+            where=where,
+        )
+        snapshot = Snapshot(
+            table_path=table_path,
+            version=header["version"],
+            timestamp=header["timestamp"],
+            metadata=metadata,
+            segments=segments,
+            txns=doc.get("txns", {}),
+            data_version=doc.get("data_version"),
+            manifests=manifests,
+            next_segment=next_segment,
+        )
+        if legacy:  # format 1/2 kept cleaned segments: forget them as replay now does
+            for sid, seg in list(snapshot.segments.items()):
+                if seg.files_removed and not seg.files:
+                    segments = segments.delete(sid)
+            snapshot = snapshot._evolve(segments=segments)
+        return snapshot
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
+        raise CorruptDataError(f"checkpoint does not parse: {exc!r}", path=where) from None
