@@ -19,18 +19,7 @@ from carbonlite.metadata.blocklet_index import entries_table
 from carbonlite.metadata.manifest import ManifestSet
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.predicate import Predicate, can_match
-
-try:  # TEMP until prune_arrays lands
-    from carbonlite.reader.prune_arrays import match_mask
-except ImportError:  # pragma: no cover
-
-    def match_mask(predicate, table, types):  # type: ignore[no-untyped-def]
-        from carbonlite.metadata.blocklet_index import read_entries
-
-        schema = pa.schema([pa.field(n, t) for n, t in types.items()])
-        entries = read_entries(table, list(range(table.num_rows)), schema)
-        return pa.array([can_match(predicate, b.stats, b.num_rows, types) for b in entries])
-
+from carbonlite.reader.prune_columns import match_mask
 
 __all__ = ["DEFAULT_SPLIT_BYTES", "ScanPlan", "Split", "plan_scan", "project_schema"]
 
