@@ -17,16 +17,16 @@ from carbonlite.errors import CorruptDataError
 from carbonlite.format.layout import crc32c
 from carbonlite.metadata.actions import LOG_FORMAT_VERSION, SEALED_FORMAT_VERSION, BlockletEntry
 from carbonlite.metadata.blocklet_index import encode_blocklet_index
-from carbonlite.metadata.manifest import (
-    ManifestRef,
-    ManifestSet,
-    ManifestStore,
-    ref_stats_from_json,
-    ref_stats_to_json,
-)
+from carbonlite.metadata.manifest import ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.pmap import OrderedMap
 from carbonlite.metadata.seal import SealMismatchError, seal, unseal
-from carbonlite.metadata.serde import dumps, metadata_from_json, metadata_to_json
+from carbonlite.metadata.serde import (
+    dumps,
+    metadata_from_json,
+    metadata_to_json,
+    stats_from_json,
+    stats_to_json,
+)
 from carbonlite.metadata.snapshot import FileState, SegmentState, Snapshot
 from carbonlite.names import check_checkpoint_names, check_log_name
 
@@ -81,7 +81,7 @@ def _ref_to_json(ref: ManifestRef, types: Mapping[str, Any]) -> dict[str, Any]:
         "max_version": ref.max_version,
         "level": ref.level,
         "segments": list(ref.segments),
-        "stats": ref_stats_to_json(ref.stats, types),
+        "stats": stats_to_json(ref.stats, types),
     }
 
 
@@ -97,7 +97,7 @@ def _ref_from_json(obj: Mapping[str, Any], types: Mapping[str, Any], where: str)
         max_version=int(obj["max_version"]),
         level=int(obj["level"]),
         segments=tuple(obj["segments"]),
-        stats=ref_stats_from_json(obj.get("stats", {}), types),
+        stats=stats_from_json(obj.get("stats", {}), types),
     )
 
 

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
 from carbonlite.format.layout import crc32c
-from carbonlite.format.stats import ColumnStats, stat_from_json, stat_to_json
+from carbonlite.format.stats import ColumnStats
 from carbonlite.format.types import stat_kind
 from carbonlite.metadata.actions import BlockletEntry
 from carbonlite.metadata.blocklet_index import (
@@ -171,37 +171,6 @@ def _bound(values: pa.Array, valued: pa.Array, which: str) -> Any:
     if len(relevant) == 0 or relevant.null_count:
         return None  # no value at all, or some entry with values has no such bound
     return pc.min_max(relevant)[which].as_py()
-
-
-def ref_stats_to_json(
-    stats: Mapping[str, ColumnStats], types: Mapping[str, pa.DataType]
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, s in stats.items():
-        entry: dict[str, Any] = {"nulls": s.null_count, "nans": s.nan_count}
-        if s.min is not None:
-            entry["min"] = stat_to_json(s.min, types[name])
-        if s.max is not None:
-            entry["max"] = stat_to_json(s.max, types[name])
-        out[name] = entry
-    return out
-
-
-def ref_stats_from_json(
-    obj: Mapping[str, Any], types: Mapping[str, pa.DataType]
-) -> dict[str, ColumnStats]:
-    out = {}
-    for name, entry in obj.items():
-        t = types.get(name)
-        if t is None:
-            continue
-        out[name] = ColumnStats(
-            null_count=entry["nulls"],
-            min=stat_from_json(entry.get("min"), t),
-            max=stat_from_json(entry.get("max"), t),
-            nan_count=entry.get("nans", 0),
-        )
-    return out
 
 
 class _Loaded:

@@ -37,6 +37,8 @@ __all__ = [
     "encode_actions",
     "metadata_from_json",
     "metadata_to_json",
+    "stats_from_json",
+    "stats_to_json",
 ]
 
 _KEYS = {
@@ -57,7 +59,7 @@ def dumps(obj: Any) -> str:
 # --- statistics and blocklets ----------------------------------------------------------------
 
 
-def _stats_to_json(
+def stats_to_json(
     stats: Mapping[str, ColumnStats], types: Mapping[str, pa.DataType]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -74,7 +76,7 @@ def _stats_to_json(
     return out
 
 
-def _stats_from_json(
+def stats_from_json(
     obj: Mapping[str, Any], types: Mapping[str, pa.DataType]
 ) -> dict[str, ColumnStats]:
     out = {}
@@ -96,7 +98,7 @@ def _blocklet_to_json(b: BlockletEntry, types: Mapping[str, pa.DataType]) -> dic
         "offset": b.offset,
         "length": b.length,
         "rows": b.num_rows,
-        "stats": _stats_to_json(b.stats, types),
+        "stats": stats_to_json(b.stats, types),
     }
 
 
@@ -105,7 +107,7 @@ def _blocklet_from_json(obj: Mapping[str, Any], types: Mapping[str, pa.DataType]
         offset=obj["offset"],
         length=obj["length"],
         num_rows=obj["rows"],
-        stats=_stats_from_json(obj.get("stats", {}), types),
+        stats=stats_from_json(obj.get("stats", {}), types),
     )
 
 

@@ -178,13 +178,7 @@ class _Bound:
         if self.numeric:
             out = _numeric_cmp(self.array, self.kind, op, v, self.scale)
         else:
-            arrow_op = {
-                "<": pc.less,
-                "<=": pc.less_equal,
-                ">": pc.greater,
-                ">=": pc.greater_equal,
-                "==": pc.equal,
-            }[op]
+            arrow_op = _ARROW_OPS[op]
             result = arrow_op(self.values, pa.scalar(v, self.values.type))
             out = np.asarray(result.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
         return out & self.known
@@ -215,19 +209,27 @@ def _scale(column_type: pa.DataType) -> int:
     return _NS_PER[column_type.unit]
 
 
+_NP_OPS = {
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "==": np.equal,
+}
+_ARROW_OPS = {
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+    "==": pc.equal,
+}
 _INT_RANGE = {"int": (-(1 << 63), (1 << 63) - 1), "uint": (0, (1 << 64) - 1)}
 
 
 def _numeric_cmp(array: np.ndarray, kind: str | None, op: str, v: Any, scale: int) -> np.ndarray:
     """``array * scale op v`` exactly, for stored integers (or floats, scale 1)."""
     if kind == "float":
-        return {
-            "<": np.less,
-            "<=": np.less_equal,
-            ">": np.greater,
-            ">=": np.greater_equal,
-            "==": np.equal,
-        }[op](array, float(v))
+        return _NP_OPS[op](array, float(v))
     x = Fraction(v) / scale if not (isinstance(v, float) and math.isinf(v)) else v
     if isinstance(x, float):  # an infinite literal: beyond every integer
         smaller = x > 0  # every bound is below it
@@ -247,13 +249,7 @@ def _numeric_cmp(array: np.ndarray, kind: str | None, op: str, v: Any, scale: in
     if k < lo:
         return np.full(len(array), op in (">", ">="), dtype=bool)
     scalar = np.array(k, dtype=array.dtype)
-    return {
-        "<": np.less,
-        "<=": np.less_equal,
-        ">": np.greater,
-        ">=": np.greater_equal,
-        "==": np.equal,
-    }[op](array, scalar)
+    return _NP_OPS[op](array, scalar)
 
 
 def _compare(op: str, lo: _Bound, hi: _Bound, v: Any) -> _Pair:

@@ -84,3 +84,24 @@ def test_clean_forgets_segments_and_bounds_the_log(tmp_path: Path) -> None:
     assert fresh.snapshot().next_segment > max(
         int(s.split(".")[0]) for s in fresh.snapshot().segments
     )
+
+
+def test_a_checkpoint_only_encodes_what_was_committed_since_the_last(tmp_path: Path) -> None:
+    """Writer ``b`` opened before ``a`` checkpointed: refreshing past ``a``'s checkpoint
+    rebases ``b`` on it, so ``b``'s own checkpoint writes a manifest of its interval's entries
+    only, and reuses every manifest before it."""
+    path = tmp_path / "t"
+    a = cl.create_table(path, SCHEMA, properties={"checkpoint_interval": "5"})
+    b = cl.open_table(path)
+    for i in range(5):  # versions 1..5: a checkpoints version 5
+        a.append(rows(i * 10, 10))
+    b.refresh()
+    snap = b.snapshot()
+    assert snap.manifests is not None and [r.max_version for r in snap.manifests.refs] == [5]
+    assert not any(f.has_tail for s in snap.segments.values() for f in s.files.values())
+    for i in range(5, 10):  # versions 6..10: b checkpoints version 10
+        b.append(rows(i * 10, 10))
+    refs = b.log.read_checkpoint(10).manifests.refs
+    assert [r.name for r in refs[:1]] == [snap.manifests.refs[0].name]  # reused as is
+    assert [(r.min_version, r.max_version, r.entries) for r in refs] == [(0, 5, 5), (6, 10, 5)]
+    assert sorted(cl.open_table(path).to_arrow().column("id").to_pylist()) == list(range(100))

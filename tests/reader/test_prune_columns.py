@@ -110,19 +110,28 @@ def comparisons(name: str) -> st.SearchStrategy[pc.Expression]:
     ops = st.sampled_from(["==", "!=", "<", "<=", ">", ">="])
 
     def compare(op: str, v: Any) -> pc.Expression:
-        return {
-            "==": field == v,
-            "!=": field != v,
-            "<": field < v,
-            "<=": field <= v,
-            ">": field > v,
-            ">=": field >= v,
-        }[op]
+        try:
+            return {
+                "==": lambda: field == v,
+                "!=": lambda: field != v,
+                "<": lambda: field < v,
+                "<=": lambda: field <= v,
+                ">": lambda: field > v,
+                ">=": lambda: field >= v,
+            }[op]()
+        except (pa.ArrowException, OverflowError):  # a literal pyarrow cannot hold
+            return field.is_valid()
+
+    def isin(values: list[Any]) -> pc.Expression:
+        try:
+            return field.isin(values)
+        except (pa.ArrowException, OverflowError):  # members pyarrow cannot put in one array
+            return field.is_null()
 
     members = st.lists(literal, min_size=0, max_size=4)
     return st.one_of(
         st.builds(compare, ops, literal),
-        members.map(lambda vs: field.isin(vs)),
+        members.map(isin),
         st.just(field.is_null()),
         st.just(field.is_valid()),
         *([st.just(pc.is_nan(field))] if name in ("f",) else []),
