@@ -71,17 +71,17 @@ class Log:
         self.log_dir = storage.join(root, LOG_DIR)
         self.manifest_dir = storage.join(root, MANIFEST_DIR)
         self._pointer = storage.join(root, META_DIR, "_last_checkpoint")
-        self.manifests = ManifestStore(self._read_manifest, self.manifest_uri)
+        log_dir, manifest_dir = self.log_dir, self.manifest_dir
 
-    def manifest_path(self, ref: ManifestRef) -> str:
-        """Where ``ref`` lies: the manifest directory (a format 1/2 index: the log's)."""
-        return self.storage.join(self.log_dir if ref.is_legacy else self.manifest_dir, ref.name)
+        def path_of(ref: ManifestRef) -> str:
+            return storage.join(log_dir if ref.is_legacy else manifest_dir, ref.name)
 
-    def manifest_uri(self, ref: ManifestRef) -> str:
-        return self.storage.uri(self.manifest_path(ref))
-
-    def _read_manifest(self, ref: ManifestRef) -> bytes:
-        return self.storage.read(self.manifest_path(ref))
+        # closures over the storage, not this Log: no reference cycle keeps decoded manifests
+        # alive after the Table that read them is gone
+        self.manifest_path = path_of
+        self.manifests = ManifestStore(
+            lambda ref: storage.read(path_of(ref)), lambda ref: storage.uri(path_of(ref))
+        )
 
     # --- paths and raw access -----------------------------------------------------------------
 

@@ -63,7 +63,9 @@ class _Evaluator:
         self.entries = entries
         self.types = types
         self.n = entries.num_rows
-        self.rows = entries.column("rows").to_numpy().astype(np.int64)
+        self.rows = np.asarray(_one_chunk(entries.column("rows")).to_numpy(), dtype=np.int64)
+        self._columns: dict[str, Any] = {}
+        self._bound_cache: dict[str, tuple[_Bound, _Bound]] = {}
 
     def _all(self, value: bool) -> np.ndarray:
         return np.full(self.n, value, dtype=bool)
@@ -93,11 +95,7 @@ class _Evaluator:
         name = _STATS + p.column
         if column_type is None or name not in self.entries.column_names:
             return self._all(True), self._all(True)
-        stats = self.entries.column(name).combine_chunks()
-        present = _valid(stats)
-        nulls = _ints(stats.field("nulls"))
-        nans = _ints(stats.field("nans"))
-        regular = self.rows - nulls - nans
+        stats, present, nulls, nans, regular = self._column(name)
         if isinstance(p, IsNull):
             hits = nulls + (nans if p.nan_is_null else 0)
             can_true, can_false = hits > 0, hits < self.rows
@@ -108,7 +106,7 @@ class _Evaluator:
         elif stat_kind(column_type) in ("decimal", "bool"):
             return self._row_by_row(p, stats, column_type)
         else:
-            lo, hi = _Bound(stats, "min", column_type), _Bound(stats, "max", column_type)
+            lo, hi = self._bounds(name, stats, column_type)
             if isinstance(p, Compare):
                 t, f = _compare(p.op, lo, hi, p.value)
                 can_true = (regular > 0) & t
@@ -135,6 +133,29 @@ class _Evaluator:
                 )
         return np.where(present, can_true, True), np.where(present, can_false, True)
 
+    def _column(
+        self, name: str
+    ) -> tuple[pa.StructArray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A statistics column's struct, presence, null and NaN counts, and regular rows:
+        computed once per column, shared by every predicate node on it."""
+        found = self._columns.get(name)
+        if found is None:
+            stats = _one_chunk(self.entries.column(name))
+            nulls = _ints(stats.field("nulls"))
+            nans = _ints(stats.field("nans"))
+            found = (stats, _valid(stats), nulls, nans, self.rows - nulls - nans)
+            self._columns[name] = found
+        return found
+
+    def _bounds(
+        self, name: str, stats: pa.StructArray, column_type: pa.DataType
+    ) -> tuple[_Bound, _Bound]:
+        found = self._bound_cache.get(name)
+        if found is None:
+            found = (_Bound(stats, "min", column_type), _Bound(stats, "max", column_type))
+            self._bound_cache[name] = found
+        return found
+
     def _row_by_row(self, p: Predicate, stats: pa.StructArray, column_type: pa.DataType) -> _Pair:
         """The scalar evaluation, for columns whose bounds do not compare as vectors."""
         values = stats.to_pylist()
@@ -150,6 +171,11 @@ class _Evaluator:
         return can_true, can_false
 
 
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array, without a copy when it already is one chunk."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def _valid(array: pa.Array) -> np.ndarray:
     if array.null_count == 0:
         return np.ones(len(array), dtype=bool)
@@ -157,7 +183,9 @@ def _valid(array: pa.Array) -> np.ndarray:
 
 
 def _ints(array: pa.Array) -> np.ndarray:
-    return np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if array.null_count:
+        array = array.fill_null(0)
+    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 class _Bound:
@@ -169,7 +197,8 @@ class _Bound:
         kind = stat_kind(column_type)
         self.numeric = kind in ("int", "uint", "float")
         if self.numeric:
-            self.array = self.values.fill_null(0).to_numpy(zero_copy_only=False)
+            values = self.values.fill_null(0) if self.values.null_count else self.values
+            self.array = values.to_numpy(zero_copy_only=False)
         self.scale = _scale(column_type)
         self.kind = kind
 
