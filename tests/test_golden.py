@@ -179,6 +179,7 @@ def test_upgrade_raises_an_old_table_to_this_format(golden: Golden) -> None:
 def test_upgrade_from_the_command_line(golden: Golden) -> None:
     from typer.testing import CliRunner
 
+    import carbonlite.cli.maintenance  # noqa: F401 - registers the maintenance commands
     from carbonlite.cli import app
 
     run = CliRunner().invoke(app, ["upgrade", str(golden.path), "--json"])
