@@ -19,7 +19,7 @@ from carbonlite.metadata.blocklet_index import entries_table
 from carbonlite.metadata.manifest import ManifestSet
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.predicate import Predicate, can_match
-from carbonlite.reader.prune_columns import _one_chunk, match_mask
+from carbonlite.reader.prune_columns import match_mask, one_chunk
 
 __all__ = ["DEFAULT_SPLIT_BYTES", "ScanPlan", "Split", "plan_scan", "project_schema"]
 
@@ -153,7 +153,7 @@ def _select(
     """The blocklets of ``table`` that belong to live files and may match ``predicate``.
     ``source``: the manifests ``table`` is one of (a file's entries count only from the
     manifests it descends from); None for a table of the files' tails."""
-    files = _one_chunk(table.column("file"))
+    files = one_chunk(table.column("file"))
     number = np.array(
         [
             found[0]
@@ -174,9 +174,9 @@ def _select(
     rows = np.flatnonzero(keep)
     return (
         file_of_row[rows],
-        _one_chunk(table.column("offset")).to_numpy()[rows],
-        _one_chunk(table.column("length")).to_numpy()[rows],
-        _one_chunk(table.column("rows")).to_numpy()[rows],
+        one_chunk(table.column("offset")).to_numpy()[rows],
+        one_chunk(table.column("length")).to_numpy()[rows],
+        one_chunk(table.column("rows")).to_numpy()[rows],
     )
 
 

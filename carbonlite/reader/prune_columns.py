@@ -34,12 +34,11 @@ from carbonlite.reader.predicate import (
     Or,
     Predicate,
     Unknown,
-    _bounds,
     _evaluate,
     _temporal_class,
 )
 
-__all__ = ["match_mask"]
+__all__ = ["match_mask", "one_chunk"]
 
 _STATS = "stats."
 _Pair = tuple[np.ndarray, np.ndarray]
@@ -63,7 +62,7 @@ class _Evaluator:
         self.entries = entries
         self.types = types
         self.n = entries.num_rows
-        self.rows = np.asarray(_one_chunk(entries.column("rows")).to_numpy(), dtype=np.int64)
+        self.rows = np.asarray(one_chunk(entries.column("rows")).to_numpy(), dtype=np.int64)
         self._columns: dict[str, Any] = {}
         self._bound_cache: dict[str, tuple[_Bound, _Bound]] = {}
 
@@ -140,7 +139,7 @@ class _Evaluator:
         computed once per column, shared by every predicate node on it."""
         found = self._columns.get(name)
         if found is None:
-            stats = _one_chunk(self.entries.column(name))
+            stats = one_chunk(self.entries.column(name))
             nulls = _ints(stats.field("nulls"))
             nans = _ints(stats.field("nans"))
             found = (stats, _valid(stats), nulls, nans, self.rows - nulls - nans)
@@ -171,7 +170,7 @@ class _Evaluator:
         return can_true, can_false
 
 
-def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+def one_chunk(column: pa.ChunkedArray) -> pa.Array:
     """The column as one array, without a copy when it already is one chunk."""
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
@@ -304,6 +303,3 @@ def _compare(op: str, lo: _Bound, hi: _Bound, v: Any) -> _Pair:
     if op == ">":
         return above, lo_le
     return hi_ge, below  # ">="
-
-
-_ = _bounds  # the scalar conversion this module mirrors (kept imported for readers)
