@@ -93,7 +93,8 @@ def plan_manifests(
         if merged is not None:
             written.append(merged)
             refs.insert(at, merged[0])
-    return tuple(refs), written
+    # a manifest merged away within this checkpoint is never written: nothing would list it
+    return tuple(refs), [w for w in written if w[0] in refs]
 
 
 def merge_pending(refs: Iterable[ManifestRef]) -> bool:

@@ -136,6 +136,14 @@ class ReplayPaths(RuleBasedStateMachine):
         checkpoints = t.log.listing().checkpoints
         # every checkpoint was written (a failure would only be logged)
         assert checkpoints == list(range(interval, latest.version + 1, interval))
+        # without crashes, every manifest written is listed by some checkpoint (none is written
+        # only to be merged away in the same checkpoint)
+        listed = set()
+        for c in checkpoints:
+            listed |= {r.name for r in t.log.read_checkpoint(c).manifests.refs}
+        manifests = self.dir / "t" / "_carbonlite" / "manifests"
+        on_disk = {p.name for p in manifests.iterdir()} if manifests.exists() else set()
+        assert on_disk <= listed, on_disk - listed
         for c in checkpoints:
             from_checkpoint = t.log.update(t.log.read_checkpoint(c))
             assert snapshot_state(from_checkpoint) == want, f"from checkpoint {c}"
