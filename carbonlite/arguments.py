@@ -11,7 +11,7 @@ import math
 import numbers
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.metadata import TxnMarker
@@ -20,11 +20,15 @@ from carbonlite.properties import parse_duration
 from carbonlite.storage import Storage
 
 __all__ = [
+    "SchemaMode",
+    "VersionLike",
     "check_seconds",
     "duration_seconds_of",
     "file_in_the_way",
     "flag_arg",
+    "schema_mode_arg",
     "storage_options_arg",
+    "timestamp_ms_arg",
     "txn_arg",
     "version_arg",
     "writer_id_arg",
@@ -56,10 +60,49 @@ def version_arg(version: object, *, what: str = "version") -> int:
     """A table version given by a user: an integer (not a bool, a float or a digit string)."""
     if isinstance(version, bool) or not isinstance(version, numbers.Integral):
         raise InvalidOptionError(
-            f"{what} must be an integer table version such as 0 or 12, not "
+            f"{what} must be an integer table version such as 0 or 12 (or a datetime), not "
             f"{type(version).__name__} {version!r} (history() lists the versions)"
         )
     return int(version)
+
+
+SchemaMode = Literal["strict", "merge"]
+
+VersionLike = int | datetime.datetime | str
+"""A table version, or a point in time (a ``datetime``, or an ISO 8601 string) meaning the
+latest version committed at or before it."""
+
+
+def schema_mode_arg(mode: object) -> SchemaMode:
+    if mode == "strict" or mode == "merge":
+        return mode
+    raise InvalidOptionError(
+        f"schema_mode must be 'strict' (the data must fit the table's columns) or 'merge' (new "
+        f"columns of the data are added to the table), not {mode!r}"
+    )
+
+
+def timestamp_ms_arg(when: object, *, what: str = "version") -> int | None:
+    """Milliseconds since the epoch when ``when`` is a point in time (a ``datetime``, naive
+    ones read as UTC, or an ISO 8601 string); None when it is not one (a version number)."""
+    if isinstance(when, str):
+        try:
+            when = datetime.datetime.fromisoformat(when.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidOptionError(
+                f"{what} must be an integer table version such as 0 or 12, or a datetime or ISO "
+                f"8601 timestamp such as '2026-11-22T18:00:00Z', not str {when!r}"
+            ) from None
+    if isinstance(when, datetime.date) and not isinstance(when, datetime.datetime):
+        raise InvalidOptionError(
+            f"{what} must be a version or a datetime, not the date {when!r}: give a datetime "
+            "such as datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)"
+        )
+    if not isinstance(when, datetime.datetime):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return math.floor(when.timestamp() * 1000)
 
 
 def flag_arg(value: object, *, what: str) -> bool:

@@ -17,6 +17,7 @@ from carbonlite.errors import InvalidOptionError
 __all__ = [
     "PROPERTIES",
     "TableProperties",
+    "effective_properties",
     "parse_duration",
     "parse_size",
     "validate_properties",
@@ -35,6 +36,7 @@ _SIZE_UNITS = {
     "t": 1024**4,
 }
 _DURATION_UNITS = {
+    "": 1,
     "ms": 0.001,
     "s": 1,
     "sec": 1,
@@ -162,6 +164,13 @@ PROPERTIES: dict[str, PropertySpec] = {
         "30d", parse_duration, "clean keeps log versions younger than this"
     ),
 }
+
+
+def effective_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """Every known property with the value in force (the table's, else the default), in
+    :data:`PROPERTIES` order, then the table's ``user.`` keys."""
+    known = {key: properties.get(key, spec.default) for key, spec in PROPERTIES.items()}
+    return known | {k: v for k, v in sorted(properties.items()) if k not in PROPERTIES}
 
 
 def validate_properties(properties: Mapping[str, str] | None) -> dict[str, str]:

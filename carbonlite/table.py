@@ -15,10 +15,14 @@ import pyarrow as pa
 
 from carbonlite._version import ENGINE
 from carbonlite.arguments import (
+    SchemaMode,
+    VersionLike,
     duration_seconds_of,
     file_in_the_way,
     flag_arg,
+    schema_mode_arg,
     storage_options_arg,
+    timestamp_ms_arg,
     txn_arg,
     version_arg,
     writer_id_arg,
@@ -38,6 +42,7 @@ from carbonlite.errors import (
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
+    VersionNotFoundError,
 )
 from carbonlite.format.types import check_schema, stat_kind
 from carbonlite.metadata import (
@@ -45,15 +50,14 @@ from carbonlite.metadata import (
     Action,
     CommitInfo,
     Log,
-    MetadataUnchanged,
-    Requirement,
     Snapshot,
     TableMetadata,
     TxnMarker,
     commit,
 )
+from carbonlite.metadata.timeline import version_at
 from carbonlite.names import check_name, table_location
-from carbonlite.properties import TableProperties, validate_properties
+from carbonlite.properties import TableProperties, effective_properties, validate_properties
 from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import Filter, FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
@@ -61,6 +65,13 @@ from carbonlite.reader.scan import SplitReader, read_splits, scan_plan
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, TableWriter, now_ms
 from carbonlite.writer.batches import TableData
+from carbonlite.writer.restore import plan_restore
+from carbonlite.writer.table_metadata import (
+    MetadataCommit,
+    with_columns,
+    with_properties,
+    without_properties,
+)
 
 __all__ = ["CommitRecord", "CommitResult", "SegmentInfo", "Table", "create_table", "open_table"]
 
@@ -126,9 +137,31 @@ class Table:
         self._writer = TableWriter(
             self.storage, self.root, writer_id=writer_id, storage_options=self.storage_options
         )
+        self._closed = False
 
     def __repr__(self) -> str:
+        if self._closed:
+            return f"Table({self.path!r}, closed)"
         return f"Table({self.path!r}, version={self.version})"
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End this object's use: later calls raise :class:`InvalidOptionError`. A ``Table``
+        holds no open file or lock between calls (storage clients are shared by the process
+        and stay open), so this only drops its cached state; closing twice is fine."""
+        with self._writer.lock:
+            self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidOptionError(
+                f"table {self.path!r} was closed; open it again with open_table({self.path!r})"
+            )
 
     # --- state --------------------------------------------------------------------------------
 
@@ -160,15 +193,26 @@ class Table:
 
     def refresh(self) -> Table:
         """Load every version committed since this object last looked."""
+        self._check_open()
         self._snapshot = self.log.update(self._snapshot)
         return self
 
-    def snapshot(self, version: int | None = None) -> Snapshot:
-        """The snapshot at ``version`` (the loaded one by default)."""
+    def snapshot(self, version: VersionLike | None = None) -> Snapshot:
+        """The snapshot at ``version`` (the loaded one by default); a ``datetime`` (or ISO 8601
+        string) means the latest version committed at or before it."""
         if version is None:
+            self._check_open()
             return self._snapshot
-        version = version_arg(version)
-        return self.log.load_version(version, self.refresh()._snapshot)
+        number = self.version_at(version)
+        return self.log.load_version(number, self._snapshot)
+
+    def version_at(self, when: VersionLike, *, what: str = "version") -> int:
+        """The version ``when`` names: a version number as it is; a ``datetime`` (naive ones
+        are UTC) or ISO 8601 string, the latest version committed at or before it."""
+        ms = timestamp_ms_arg(when, what=what)
+        if ms is None:
+            return version_arg(when, what=what)
+        return version_at(self.log, self.refresh()._snapshot, ms)
 
     def history(self, limit: int | None = None) -> list[CommitRecord]:
         """Commits, newest first: at most ``limit`` (1 or more), every one when None."""
@@ -209,7 +253,7 @@ class Table:
             )
         return out
 
-    def segments(self, version: int | None = None) -> list[SegmentInfo]:
+    def segments(self, version: VersionLike | None = None) -> list[SegmentInfo]:
         """Every segment at ``version`` (latest by default), oldest first."""
         snap = self.refresh()._snapshot if version is None else self.snapshot(version)
         return [
@@ -236,19 +280,36 @@ class Table:
 
     # --- writing ------------------------------------------------------------------------------
 
-    def append(self, data: TableData, *, txn: tuple[str, int] | None = None) -> CommitResult:
-        """Append ``data`` as one atomic commit.
+    def append(
+        self,
+        data: TableData,
+        *,
+        txn: tuple[str, int] | None = None,
+        schema_mode: SchemaMode = "strict",
+    ) -> CommitResult:
+        """Append ``data`` (Arrow data, a pandas or Polars DataFrame, any object with
+        ``__arrow_c_stream__``) as one atomic commit.
 
-        With ``txn=(app_id, batch_id)`` the batch id is committed in the same version as the
-        data, and an append whose batch id the table already holds (or passed) is skipped:
-        ``result.skipped`` is then True and nothing is written.
+        Columns are cast into the table's types where no value can change (widening
+        integers, any string layout, dictionaries, timestamp units and zones; see
+        ``docs/FORMAT.md``); anything else raises :class:`SchemaMismatchError` naming the
+        column. ``schema_mode="merge"`` adds the data's new columns (nullable) in the same
+        commit. With ``txn=(app_id, batch_id)`` the batch id is committed in the same version
+        as the data, and an append whose batch id the table already holds (or passed) is
+        skipped: ``result.skipped`` is then True and nothing is written.
         """
-        return self._write(data, txn=txn_arg(txn), overwrite=False)
+        return self._write(data, txn=txn_arg(txn), overwrite=False, schema_mode=schema_mode)
 
-    def overwrite(self, data: TableData, *, txn: tuple[str, int] | None = None) -> CommitResult:
+    def overwrite(
+        self,
+        data: TableData,
+        *,
+        txn: tuple[str, int] | None = None,
+        schema_mode: SchemaMode = "strict",
+    ) -> CommitResult:
         """Replace the table's rows with ``data`` in one version (old segments are marked for
-        delete; time travel still sees them until ``clean``)."""
-        return self._write(data, txn=txn_arg(txn), overwrite=True)
+        delete; time travel still sees them until ``clean``). Arguments as :meth:`append`."""
+        return self._write(data, txn=txn_arg(txn), overwrite=True, schema_mode=schema_mode)
 
     def _write(
         self,
@@ -257,12 +318,20 @@ class Table:
         txn: TxnMarker | None,
         overwrite: bool,
         operation: str | None = None,
+        schema_mode: SchemaMode = "strict",
     ) -> CommitResult:
+        merge = schema_mode_arg(schema_mode) == "merge"
         with self._writer.lock:
             self.refresh()
             before = self._snapshot
             result, self._snapshot = self._writer.write(
-                self.log, self._snapshot, data, txn=txn, overwrite=overwrite, operation=operation
+                self.log,
+                self._snapshot,
+                data,
+                txn=txn,
+                overwrite=overwrite,
+                operation=operation,
+                merge_schema=merge,
             )
         if result.version is not None:
             self._after_data_commit(before)
@@ -287,45 +356,68 @@ class Table:
 
     def add_columns(self, fields: pa.Field | Sequence[pa.Field] | pa.Schema) -> CommitResult:
         """Add nullable columns at the end of the schema. Older files read them as nulls."""
-        if isinstance(fields, pa.Field):
-            fields = [fields]
-        new = list(fields)
-        if not new or not all(isinstance(f, pa.Field) for f in new):
-            raise InvalidOptionError(
-                f"add_columns needs one or more pyarrow.Field (or a pyarrow.Schema), got {fields!r}"
-            )
         with self._writer.lock:
             self.refresh()
-            snap = self._snapshot
-            problems = [
-                f"column {f.name!r} already exists" for f in new if f.name in snap.schema.names
-            ]
-            problems += [
-                f"column {f.name!r} must be nullable to be added" for f in new if not f.nullable
-            ]
-            names = [f.name for f in new]
-            problems += [
-                f"column {n!r} is given twice" for n in sorted(set(names)) if names.count(n) > 1
-            ]
-            if problems:
-                raise SchemaMismatchError(f"cannot add columns to {self.path!r}", problems)
-            schema = pa.schema([*snap.schema, *new])
-            check_schema(schema)
-            pending = _MetadataCommit(
-                snap.metadata,
-                TableMetadata(
-                    table_id=snap.metadata.table_id,
-                    schema=schema,
-                    sort_columns=snap.metadata.sort_columns,
-                    properties=snap.metadata.properties,
-                    created_time=snap.metadata.created_time,
-                    format_version=snap.metadata.format_version,
-                ),
-                operation="ADD COLUMNS",
-                parameters={"columns": ",".join(names)},
+            pending = with_columns(self._snapshot, fields, where=self.path)
+            self._snapshot = commit(self.log, self._snapshot, pending)
+            return CommitResult(self._snapshot.version, pending.operation)
+
+    def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
+        """Set table properties (checked as at :func:`create_table`; keys starting with
+        ``user.`` are free-form) in one commit. ``version`` is None when nothing changed."""
+        with self._writer.lock:
+            self.refresh()
+            pending = with_properties(self._snapshot, properties)
+            if pending is None:
+                return CommitResult(None, "SET PROPERTIES", skipped=True)
+            self._snapshot = commit(self.log, self._snapshot, pending)
+            return CommitResult(self._snapshot.version, pending.operation)
+
+    def unset_properties(self, keys: Sequence[str], *, missing_ok: bool = False) -> CommitResult:
+        """Remove table properties, so their defaults apply again. A key that is not set is
+        an error unless ``missing_ok``; ``version`` is None when nothing changed."""
+        missing_ok = flag_arg(missing_ok, what="missing_ok")
+        with self._writer.lock:
+            self.refresh()
+            pending = without_properties(
+                self._snapshot, keys, missing_ok=missing_ok, where=self.path
             )
-            self._snapshot = commit(self.log, snap, pending)
-            return CommitResult(self._snapshot.version, "ADD COLUMNS")
+            if pending is None:
+                return CommitResult(None, "UNSET PROPERTIES", skipped=True)
+            self._snapshot = commit(self.log, self._snapshot, pending)
+            return CommitResult(self._snapshot.version, pending.operation)
+
+    @property
+    def effective_properties(self) -> dict[str, str]:
+        """Every property CarbonLite knows with the value in force (set or default), then the
+        table's ``user.`` keys."""
+        return effective_properties(self._snapshot.properties)
+
+    def restore(self, version: VersionLike) -> CommitResult:
+        """Make the table's rows, schema and properties those of ``version`` (a number, or a
+        ``datetime``: the latest version committed at or before it) in one new commit;
+        history and time travel keep everything in between. Segments unchanged since are
+        kept, the others copied (see ``carbonlite/writer/restore.py``); transaction markers
+        are not rolled back. ``version`` of the result is None when nothing would change."""
+        with self._writer.lock:
+            self.refresh()
+            number = self.version_at(version)
+            target = self.log.load_version(number, self._snapshot)
+            parameters = {"version": str(number)}
+            if not isinstance(version, int):
+                parameters["timestamp"] = str(version)
+            pending = plan_restore(
+                self.storage,
+                self.root,
+                self._snapshot,
+                target,
+                storage_options=self.storage_options,
+                parameters=parameters,
+            )
+            if not pending.changes_anything:
+                return CommitResult(None, "RESTORE", skipped=True)
+            self._snapshot = commit(self.log, self._snapshot, pending)
+            return CommitResult(self._snapshot.version, "RESTORE", rows=pending.rows_added)
 
     def upgrade(self) -> CommitResult:
         """Raise the table to the log format this library writes (format 3: checkpoints that
@@ -341,7 +433,7 @@ class Table:
             old = snap.metadata.format_version
             if old >= LOG_FORMAT_VERSION:
                 return CommitResult(None, "UPGRADE", skipped=True)
-            pending = _MetadataCommit(
+            pending = MetadataCommit(
                 snap.metadata,
                 dataclasses.replace(snap.metadata, format_version=LOG_FORMAT_VERSION),
                 operation="UPGRADE",
@@ -355,6 +447,7 @@ class Table:
     def finish_streaming(self) -> str | None:
         """Close the current STREAMING segment (it becomes STREAMING_FINISH, ready for
         handoff; the next append starts a new one). Returns its id, or None if there was none."""
+        self._check_open()
         with self._writer.lock:
             segment_id, self._snapshot = finish_streaming(self.log, self._snapshot)
             return segment_id
@@ -393,6 +486,7 @@ class Table:
     def _compact(
         self, kind: CompactionKind, segments: Sequence[str] | None, executor: TaskExecutor | None
     ) -> CompactionResult:
+        self._check_open()
         result, snapshot = run_compaction(
             self.log,
             self._snapshot,
@@ -419,6 +513,7 @@ class Table:
         """Delete data of COMPACTED and MARKED_FOR_DELETE segments older than ``retention``
         (default: property ``deleted_data_retention``, 7 days) and log files older than
         ``log_retention``. Less than 1 hour is refused unless ``force``."""
+        self._check_open()
         result, snapshot = clean(
             self.log,
             self._snapshot,
@@ -444,7 +539,7 @@ class Table:
             min_age_seconds=DEFAULT_MIN_AGE_SECONDS if age is None else age,
         )
 
-    def verify(self, *, version: int | None = None) -> VerifyResult:
+    def verify(self, *, version: VersionLike | None = None) -> VerifyResult:
         """Read every committed blocklet; check checksums, layout and statistics against the
         log. Problems are reported (file, offset, what), not raised."""
         snapshot = self.refresh()._snapshot if version is None else self.snapshot(version)
@@ -453,7 +548,7 @@ class Table:
     # --- reading ------------------------------------------------------------------------------
 
     def _plan(
-        self, columns: Sequence[str] | None, filter: FilterLike, version: int | None
+        self, columns: Sequence[str] | None, filter: FilterLike, version: VersionLike | None
     ) -> tuple[ScanPlan, Filter | None]:
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
@@ -464,7 +559,7 @@ class Table:
         *,
         columns: Sequence[str] | None = None,
         filter: FilterLike = None,
-        version: int | None = None,
+        version: VersionLike | None = None,
     ) -> ScanPlan:
         """Which blocklets a scan reads, grouped into splits, pruned by statistics only."""
         return self._plan(columns, filter, version)[0]
@@ -475,7 +570,7 @@ class Table:
         *,
         columns: Sequence[str] | None = None,
         filter: FilterLike = None,
-        version: int | None = None,
+        version: VersionLike | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The rows of one split (from :meth:`plan_splits`), filtered and projected."""
         snap = self.snapshot(version)
@@ -494,7 +589,7 @@ class Table:
         *,
         columns: Sequence[str] | None = None,
         filter: FilterLike = None,
-        version: int | None = None,
+        version: VersionLike | None = None,
     ) -> pa.RecordBatchReader:
         """Rows of the table (at ``version``), pruned by min/max, filtered exactly."""
         plan, parsed = self._plan(columns, filter, version)
@@ -507,30 +602,42 @@ class Table:
         *,
         columns: Sequence[str] | None = None,
         filter: FilterLike = None,
-        version: int | None = None,
+        version: VersionLike | None = None,
     ) -> pa.Table:
         """:meth:`scan` read into one ``pyarrow.Table``."""
         return self.scan(columns=columns, filter=filter, version=version).read_all()
 
-    def count_rows(self, *, version: int | None = None) -> int:
+    def count_rows(self, *, version: VersionLike | None = None) -> int:
         """Rows at ``version``, from the log alone."""
         return self.snapshot(version).num_rows
 
-    def changes(self, start_version: int, end_version: int | None = None) -> pa.Table:
+    def changes(
+        self, start_version: VersionLike, end_version: VersionLike | None = None
+    ) -> pa.Table:
         """Rows inserted or deleted by each commit from ``start_version`` to ``end_version``
         (inclusive; latest by default), with ``_change_type``, ``_commit_version`` and
-        ``_commit_timestamp`` columns."""
-        start_version = version_arg(start_version, what="start_version")
-        if end_version is not None:
-            end_version = version_arg(end_version, what="end_version")
+        ``_commit_timestamp`` columns. A ``datetime`` start means the first version committed
+        at or after it, a ``datetime`` end the last one committed at or before it."""
+        start_ms = timestamp_ms_arg(start_version, what="start_version")
         latest = self.refresh()._snapshot
-        end = latest.version if end_version is None else end_version
-        if start_version < 0 or end < start_version:
+        if start_ms is None:
+            first = version_arg(start_version, what="start_version")
+        else:
+            try:
+                first = version_at(self.log, latest, start_ms - 1) + 1
+            except VersionNotFoundError:
+                first = 0
+        end = (
+            latest.version
+            if end_version is None
+            else self.version_at(end_version, what="end_version")
+        )
+        if first < 0 or end < first:
             raise InvalidOptionError(
-                f"need 0 <= start_version <= end_version, got {start_version} and {end}"
+                f"need 0 <= start_version <= end_version, got {first} and {end}"
             )
         end_snapshot = self.log.load_version(end, latest)
-        start = self.log.load_version(start_version - 1, latest) if start_version > 0 else None
+        start = self.log.load_version(first - 1, latest) if first > 0 else None
         return read_changes(
             self.storage,
             self.root,
@@ -540,33 +647,6 @@ class Table:
             end_snapshot.schema,
             storage_options=self.storage_options,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class _MetadataCommit:
-    """A metadata change: conflicts with any concurrent metadata change."""
-
-    base: TableMetadata
-    metadata: TableMetadata
-    operation: str
-    parameters: Mapping[str, str]
-
-    @property
-    def requirements(self) -> tuple[Requirement, ...]:
-        return (MetadataUnchanged(self.base),)
-
-    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
-        return [
-            self.metadata,
-            CommitInfo(
-                operation=self.operation,
-                timestamp=now_ms(),
-                data_change=False,
-                read_version=read_version,
-                parameters=dict(self.parameters),
-                engine=ENGINE,
-            ),
-        ]
 
 
 def _check_sort_columns(schema: pa.Schema, sort_columns: Sequence[str]) -> tuple[str, ...]:

@@ -179,8 +179,10 @@ def _assert_unchanged(t: cl.Table, version: int, expected: list[dict]) -> None:
         (
             pa.table({"id": [1], "name": [2], "score": ["x"]}),
             [
-                "column 'name': expected type string, found int64",
-                "column 'score': expected type double, found string",
+                "column 'name': expected type string, found int64 (no cast keeps every value; "
+                "cast it explicitly if that is intended)",
+                "column 'score': expected type double, found string (no cast keeps every value; "
+                "cast it explicitly if that is intended)",
             ],
         ),
         (pa.table({"name": ["a"]}), ["column 'id' (int64) is missing"]),

@@ -74,11 +74,15 @@ def _backoff(attempt: int) -> float:
     return min(0.25, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
 
 
-def _stamped(actions: list[Action], commit_id: str) -> list[Action]:
-    """``actions`` with ``commit_id`` in their closing :class:`CommitInfo`."""
+def _stamped(actions: list[Action], commit_id: str, after: Snapshot) -> list[Action]:
+    """``actions`` with ``commit_id`` in their closing :class:`CommitInfo`, and its timestamp
+    raised to 1 ms after the version it lands on when this writer's clock is behind, so
+    commit timestamps increase with versions (time travel by timestamp relies on it)."""
     if not actions or not isinstance(actions[-1], CommitInfo):
         raise TypeError("a commit's actions must end with its CommitInfo")
-    return [*actions[:-1], replace(actions[-1], commit_id=commit_id)]
+    info = actions[-1]
+    timestamp = max(info.timestamp, after.timestamp + 1)
+    return [*actions[:-1], replace(info, commit_id=commit_id, timestamp=timestamp)]
 
 
 def commit(
@@ -101,7 +105,7 @@ def commit(
     commit_id = uuid.uuid4().hex
     check_requirements(pending.requirements, snapshot, read_version)
     for attempt in range(MAX_COMMIT_ATTEMPTS):
-        actions = _stamped(pending.actions(snapshot, read_version), commit_id)
+        actions = _stamped(pending.actions(snapshot, read_version), commit_id, snapshot)
         version = snapshot.version + 1
         # Applying first validates the actions against the state they claim to change.
         committed = snapshot.apply(version, actions)

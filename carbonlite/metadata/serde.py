@@ -33,6 +33,7 @@ from carbonlite.metadata.seal import SealMismatchError, seal, unseal
 
 __all__ = [
     "decode_actions",
+    "decode_commit_info",
     "dumps",
     "encode_actions",
     "metadata_from_json",
@@ -317,3 +318,23 @@ def decode_actions(
             path=where,
         )
     return actions
+
+
+def decode_commit_info(data: bytes, *, where: str) -> CommitInfo:
+    """Only the closing ``commitInfo`` of one log version (seal checked): what ``history``
+    and time travel by timestamp need, without decoding the version's other actions."""
+    text = data[:-1] if data.endswith(b"\n") else data
+    try:
+        body = unseal(text, 2)
+    except SealMismatchError as exc:
+        raise CorruptDataError(f"log version is damaged ({exc})", path=where) from None
+    last = (text if body is None else body).rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    try:
+        obj = json.loads(last)
+        info = _action_from_json("commitInfo", obj["commitInfo"], {})
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
+        raise CorruptDataError(
+            f"log version does not end with a commitInfo that parses: {exc!r}", path=where
+        ) from None
+    assert isinstance(info, CommitInfo)
+    return info

@@ -29,11 +29,13 @@ from carbonlite.metadata import (
     DataUnchangedSince,
     FileAppendable,
     Log,
+    MetadataUnchanged,
     Requirement,
     SegmentAdded,
     SegmentNotWritableError,
     SegmentStatusChanged,
     Snapshot,
+    TableMetadata,
     TransactionAlreadyCommitted,
     TxnMarker,
     TxnNotCommitted,
@@ -42,7 +44,12 @@ from carbonlite.metadata import (
 from carbonlite.names import check_writer_id
 from carbonlite.properties import TableProperties
 from carbonlite.storage import Storage
-from carbonlite.writer.batches import TableData, conformed_batches
+from carbonlite.writer.batches import (
+    TableData,
+    conformed_batches,
+    iter_record_batches,
+    merged_schema,
+)
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 
@@ -96,12 +103,17 @@ class AppendCommit:
     overwrite: bool = False
     operation: str = "APPEND"
     parameters: Mapping[str, str] = field(default_factory=dict)
+    metadata: tuple[TableMetadata, TableMetadata] | None = None
+    """(read, new) table metadata when the commit also changes it (``schema_mode="merge"``)."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
         """Its batch is not in the table yet; an overwrite saw every row it replaces; each
-        file still takes appends where this commit's blocklets start."""
+        file still takes appends where this commit's blocklets start; a schema it merges
+        was not changed by anyone else meanwhile."""
         requirements: list[Requirement] = []
+        if self.metadata is not None:
+            requirements.append(MetadataUnchanged(self.metadata[0]))
         if self.txn is not None:
             requirements.append(TxnNotCommitted(self.txn.app_id, self.txn.batch_id))
         if self.overwrite:
@@ -119,11 +131,12 @@ class AppendCommit:
         return tuple(requirements)
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
-        actions: list[Action] = [
+        actions: list[Action] = [] if self.metadata is None else [self.metadata[1]]
+        actions.extend(
             SegmentAdded(segment_id=sid, format="STREAMING", status="STREAMING")
             for sid in sorted(self.new_segments)
             if sid not in snapshot.segments
-        ]
+        )
         rows_removed = bytes_removed = 0
         if self.overwrite:
             for seg in snapshot.live_segments():
@@ -262,8 +275,11 @@ class TableWriter:
         txn: TxnMarker | None = None,
         overwrite: bool = False,
         operation: str | None = None,
+        merge_schema: bool = False,
     ) -> tuple[CommitResult, Snapshot]:
-        """Write ``data`` and commit it as one version; returns the result and new snapshot."""
+        """Write ``data`` and commit it as one version; returns the result and new snapshot.
+        With ``merge_schema``, columns of ``data`` the table lacks are added in the same
+        version."""
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
         with self.owned():
             snapshot = log.update(snapshot)  # committed lengths as of now, under the lock
@@ -274,7 +290,14 @@ class TableWriter:
                     return CommitResult(None, operation, skipped=True), snapshot
             with self.leased() as lease:
                 return self._write_and_commit(
-                    log, snapshot, data, lease, txn=txn, overwrite=overwrite, operation=operation
+                    log,
+                    snapshot,
+                    data,
+                    lease,
+                    txn=txn,
+                    overwrite=overwrite,
+                    operation=operation,
+                    merge_schema=merge_schema,
                 )
 
     def _write_and_commit(
@@ -287,9 +310,20 @@ class TableWriter:
         txn: TxnMarker | None,
         overwrite: bool,
         operation: str,
+        merge_schema: bool,
     ) -> tuple[CommitResult, Snapshot]:
         props = TableProperties(snapshot.properties)
         schema = snapshot.schema
+        batches: Iterator[pa.RecordBatch] = iter_record_batches(data)
+        metadata = None
+        if merge_schema:
+            first = next(batches, None)
+            if first is not None:
+                batches = itertools.chain([first], batches)
+                merged = merged_schema(schema, first.schema, where=log.uri)
+                if not merged.equals(schema):
+                    metadata = (snapshot.metadata, replace(snapshot.metadata, schema=merged))
+                    schema = merged
         segment_id, created = self.target_segment(snapshot, overwrite=overwrite)
         file, committed = self.stream_file(snapshot, segment_id, schema)
         appended = write_blocklets(
@@ -299,18 +333,21 @@ class TableWriter:
             file=file,
             committed_length=committed,
             schema=schema,
-            batches=conformed_batches(data, schema, where=log.uri),
+            batches=conformed_batches(batches, schema, where=log.uri),
             storage_options=self.storage_options,
             compression_level=props.compression_level,
             max_rows=props.blocklet_max_rows,
             max_bytes=props.blocklet_max_bytes,
         )
-        if appended is None and not overwrite and txn is None:
+        if appended is None and not overwrite and txn is None and metadata is None:
             return CommitResult(None, operation), snapshot
         self._file_schemas.setdefault(file, schema)
         parameters = {"mode": "overwrite" if overwrite else "append", "writer_id": self.writer_id}
         if txn is not None:
             parameters.update(app_id=txn.app_id, batch_id=str(txn.batch_id))
+        if metadata is not None:
+            added = metadata[1].schema.names[len(metadata[0].schema) :]
+            parameters.update(schema_mode="merge", new_columns=",".join(added))
         pending = AppendCommit(
             appends=(appended,) if appended is not None else (),
             new_segments=frozenset({segment_id})
@@ -320,6 +357,7 @@ class TableWriter:
             overwrite=overwrite,
             operation=operation,
             parameters=parameters,
+            metadata=metadata,
         )
         if lease is not None:
             lease.check()

@@ -1,0 +1,232 @@
+"""Restore: one new commit whose state equals an earlier version's (``Table.restore``).
+
+The plan compares the segments live at the target version with those live now:
+
+- a segment live then and still live with the same files at the same committed lengths is
+  kept as it is (nothing is read or written);
+- every other segment live now is marked for delete (rows appended since, compaction
+  outputs, segments an overwrite created);
+- every other segment live then (compacted since, overwritten, or a streaming segment that
+  took appends since) is copied, blocklet bytes as they are, into a new segment of the same
+  format, level and sort order, cut at the target version's committed lengths. Segment states
+  are one-way (a compacted segment never comes back), so restore copies rather than revives,
+  and a ``clean`` running meanwhile cannot delete what the restored state reads.
+
+The table's schema and properties become the target version's; transaction markers stay
+(a restore must not make an exactly-once stream replay its batches). The commit has
+``data_change = false`` exactly when no data changed since the target version (only
+compactions, handoffs and metadata changes came after it): then the rows are the same, and
+streaming readers skip it. Otherwise it reads as what it is: every row of the marked segments
+deleted and every copied row inserted (``changes``; a stream reading the table stops on it
+unless it skips change commits, as for an overwrite).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from carbonlite._version import ENGINE
+from carbonlite.errors import DataUnavailableError
+from carbonlite.format import BlockletFileReader
+from carbonlite.metadata import (
+    Action,
+    BlockletEntry,
+    BlockletsAppended,
+    CommitInfo,
+    DataUnchangedSince,
+    MetadataUnchanged,
+    Requirement,
+    SegmentAbsent,
+    SegmentAdded,
+    SegmentAsPlanned,
+    SegmentState,
+    SegmentStatusChanged,
+    Snapshot,
+    TableMetadata,
+)
+from carbonlite.storage import Storage
+from carbonlite.writer.append import now_ms
+from carbonlite.writer.stream_file import copy_blocklets
+
+__all__ = ["RestoreCommit", "plan_restore"]
+
+COPY_CHUNK_BYTES = 64 * 1024 * 1024
+"""Blocklet bytes read into memory at once while copying a file."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreCommit:
+    """A planned restore: segments to mark for delete, copies already written, metadata."""
+
+    version: int
+    """The version restored."""
+    planned: tuple[SegmentAsPlanned, ...]
+    """Every segment live when planned, as it was then."""
+    dead: tuple[str, ...]
+    copies: tuple[tuple[SegmentAdded, tuple[BlockletsAppended, ...]], ...]
+    metadata: tuple[TableMetadata, TableMetadata]
+    """(read, restored)."""
+    data_change: bool
+    rows_removed: int
+    bytes_removed: int
+    parameters: Mapping[str, str]
+
+    @property
+    def rows_added(self) -> int:
+        return sum(a.num_rows for _, appends in self.copies for a in appends)
+
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        """Nothing changed the rows, the segments or the metadata since the plan."""
+        return (
+            DataUnchangedSince(operation="restore"),
+            MetadataUnchanged(self.metadata[0]),
+            *self.planned,
+            *(SegmentAbsent(added.segment_id) for added, _ in self.copies),
+        )
+
+    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
+        read, restored = self.metadata
+        actions: list[Action] = [] if restored == read else [restored]
+        actions.extend(SegmentStatusChanged(sid, "MARKED_FOR_DELETE") for sid in self.dead)
+        for added, appends in self.copies:
+            actions.append(added)
+            actions.extend(appends)
+        actions.append(
+            CommitInfo(
+                operation="RESTORE",
+                timestamp=now_ms(),
+                data_change=self.data_change,
+                read_version=read_version,
+                rows_added=self.rows_added,
+                rows_removed=self.rows_removed,
+                bytes_added=sum(a.end - a.start for _, appends in self.copies for a in appends),
+                bytes_removed=self.bytes_removed,
+                parameters=dict(self.parameters),
+                engine=ENGINE,
+            )
+        )
+        return actions
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.dead or self.copies or self.metadata[0] != self.metadata[1])
+
+
+def _files(seg: SegmentState) -> dict[str, int]:
+    return {path: f.committed_length for path, f in seg.files.items()}
+
+
+def _chunks(entries: Sequence[BlockletEntry]) -> Iterator[tuple[BlockletEntry, ...]]:
+    """Runs of blocklets spanning at most :data:`COPY_CHUNK_BYTES` (one blocklet at least)."""
+    run: list[BlockletEntry] = []
+    for b in entries:
+        if run and b.end - run[0].offset > COPY_CHUNK_BYTES:
+            yield tuple(run)
+            run = []
+        run.append(b)
+    if run:
+        yield tuple(run)
+
+
+def _copy_segment(
+    storage: Storage,
+    root: str,
+    old: SegmentState,
+    new_id: str,
+    storage_options: Mapping[str, Any] | None,
+) -> tuple[SegmentAdded, tuple[BlockletsAppended, ...]]:
+    status = "STREAMING_FINISH" if old.status == "STREAMING" else old.status
+    added = SegmentAdded(
+        segment_id=new_id,
+        format=old.format,
+        status=status,
+        level=old.level,
+        sorted_by=old.sorted_by,
+    )
+    appends = []
+    for n, f in enumerate(sorted(old.files.values(), key=lambda f: f.path)):
+        entries = f.blocklets
+        if not entries:
+            continue
+        source_uri = storage.uri(storage.join(root, f.path))
+        try:
+            with BlockletFileReader(source_uri, storage_options=storage_options) as reader:
+                schema = reader.schema
+            sources = [
+                BlockletsAppended(old.segment_id, f.path, run[0].offset, run[-1].end, run)
+                for run in _chunks(entries)
+            ]
+            appends.append(
+                copy_blocklets(
+                    storage,
+                    root,
+                    sources,
+                    segment_id=new_id,
+                    file=f"segments/{new_id}/restore-{uuid.uuid4().hex[:12]}-{n}.cblt",
+                    committed_length=0,
+                    schema=schema,
+                    storage_options=storage_options,
+                )
+            )
+        except FileNotFoundError:
+            raise DataUnavailableError(
+                f"cannot restore: {f.path!r} of segment {old.segment_id!r} is gone (clean "
+                "removed it); restore a version whose data is still kept"
+            ) from None
+    return added, tuple(appends)
+
+
+def plan_restore(
+    storage: Storage,
+    root: str,
+    now: Snapshot,
+    target: Snapshot,
+    *,
+    storage_options: Mapping[str, Any] | None,
+    parameters: Mapping[str, str],
+) -> RestoreCommit:
+    """Plan the restore of ``target`` on top of ``now``, writing the copies it needs."""
+    then = {s.segment_id: s for s in target.live_segments()}
+    live = {s.segment_id: s for s in now.live_segments()}
+    kept = {sid for sid, seg in then.items() if sid in live and _files(live[sid]) == _files(seg)}
+    dead = tuple(sid for sid in live if sid not in kept)
+    to_copy = [seg for sid, seg in then.items() if sid not in kept]
+    for seg in to_copy:
+        present = now.segments.get(seg.segment_id)
+        missing = sorted(set(seg.files) - set(present.files if present is not None else ()))
+        if missing:
+            raise DataUnavailableError(
+                f"cannot restore version {target.version}: clean removed the files of segment "
+                f"{seg.segment_id!r} it reads ({', '.join(missing[:3])}); restore a version "
+                "whose data is still kept"
+            )
+    first_id = now.next_segment_number()
+    copies = tuple(
+        _copy_segment(storage, root, seg, str(first_id + n), storage_options)
+        for n, seg in enumerate(to_copy)
+    )
+    restored = dataclasses.replace(
+        target.metadata,
+        table_id=now.metadata.table_id,
+        created_time=now.metadata.created_time,
+        format_version=max(now.metadata.format_version, target.metadata.format_version),
+    )
+    return RestoreCommit(
+        version=target.version,
+        planned=tuple(
+            SegmentAsPlanned(sid, seg.status, _files(seg), operation="restore")
+            for sid, seg in live.items()
+        ),
+        dead=dead,
+        copies=copies,
+        metadata=(now.metadata, restored),
+        data_change=now.data_version > target.version,
+        rows_removed=sum(live[sid].num_rows for sid in dead),
+        bytes_removed=sum(live[sid].num_bytes for sid in dead),
+        parameters=parameters,
+    )

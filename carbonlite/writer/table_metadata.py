@@ -1,0 +1,133 @@
+"""Commits that change only the table's metadata: columns, properties, the log format.
+
+Each builds the new :class:`TableMetadata` from the snapshot it read and commits it as a
+:class:`MetadataCommit`, which conflicts with any concurrent metadata change (two writers
+that both change properties never silently drop one another's change).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from carbonlite._version import ENGINE
+from carbonlite.errors import InvalidOptionError, SchemaMismatchError
+from carbonlite.format.types import check_schema
+from carbonlite.metadata import (
+    Action,
+    CommitInfo,
+    MetadataUnchanged,
+    Requirement,
+    Snapshot,
+    TableMetadata,
+)
+from carbonlite.properties import PROPERTIES, validate_properties
+from carbonlite.writer.append import now_ms
+
+__all__ = ["MetadataCommit", "with_columns", "with_properties", "without_properties"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataCommit:
+    """A metadata change: conflicts with any concurrent metadata change."""
+
+    base: TableMetadata
+    metadata: TableMetadata
+    operation: str
+    parameters: Mapping[str, str]
+
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        return (MetadataUnchanged(self.base),)
+
+    def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
+        return [
+            self.metadata,
+            CommitInfo(
+                operation=self.operation,
+                timestamp=now_ms(),
+                data_change=False,
+                read_version=read_version,
+                parameters=dict(self.parameters),
+                engine=ENGINE,
+            ),
+        ]
+
+
+def with_columns(
+    snapshot: Snapshot, fields: pa.Field | Sequence[pa.Field] | pa.Schema, *, where: str
+) -> MetadataCommit:
+    """Nullable columns added at the end of the schema (``Table.add_columns``)."""
+    new = [fields] if isinstance(fields, pa.Field) else list(fields)
+    if not new or not all(isinstance(f, pa.Field) for f in new):
+        raise InvalidOptionError(
+            f"add_columns needs one or more pyarrow.Field (or a pyarrow.Schema), got {fields!r}"
+        )
+    problems = [f"column {f.name!r} already exists" for f in new if f.name in snapshot.schema.names]
+    problems += [f"column {f.name!r} must be nullable to be added" for f in new if not f.nullable]
+    names = [f.name for f in new]
+    problems += [f"column {n!r} is given twice" for n in sorted(set(names)) if names.count(n) > 1]
+    if problems:
+        raise SchemaMismatchError(f"cannot add columns to {where!r}", problems)
+    schema = pa.schema([*snapshot.schema, *new])
+    check_schema(schema)
+    return MetadataCommit(
+        snapshot.metadata,
+        dataclasses.replace(snapshot.metadata, schema=schema),
+        operation="ADD COLUMNS",
+        parameters={"columns": ",".join(names)},
+    )
+
+
+def with_properties(snapshot: Snapshot, properties: Mapping[str, str]) -> MetadataCommit | None:
+    """``properties`` set (validated as at ``create_table``); None when nothing changes."""
+    if not isinstance(properties, Mapping) or not properties:
+        raise InvalidOptionError(
+            "set_properties needs a non-empty mapping of property names to string values, "
+            f"such as {{'checkpoint_interval': '50'}}, not {properties!r}"
+        )
+    checked = validate_properties(properties)
+    merged = {**snapshot.properties, **checked}
+    if merged == dict(snapshot.properties):
+        return None
+    return MetadataCommit(
+        snapshot.metadata,
+        dataclasses.replace(snapshot.metadata, properties=merged),
+        operation="SET PROPERTIES",
+        parameters={k: checked[k] for k in sorted(checked)},
+    )
+
+
+def without_properties(
+    snapshot: Snapshot, keys: Iterable[str], *, missing_ok: bool, where: str
+) -> MetadataCommit | None:
+    """``keys`` removed (so their defaults apply again); None when nothing changes."""
+    if isinstance(keys, str):
+        keys = [keys]
+    keys = list(keys)
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise InvalidOptionError(f"unset_properties needs a list of property names, not {keys!r}")
+    unknown = sorted(k for k in keys if k not in PROPERTIES and not k.startswith("user."))
+    if unknown:
+        raise InvalidOptionError(
+            f"{unknown} are not table properties (custom keys start with 'user.'); known ones: "
+            f"{sorted(PROPERTIES)}"
+        )
+    absent = sorted(k for k in keys if k not in snapshot.properties)
+    if absent and not missing_ok:
+        raise InvalidOptionError(
+            f"{absent} are not set on {where!r} (set: {sorted(snapshot.properties)}); pass "
+            "missing_ok=True to ignore keys that are not set"
+        )
+    remaining = {k: v for k, v in snapshot.properties.items() if k not in keys}
+    if remaining == dict(snapshot.properties):
+        return None
+    return MetadataCommit(
+        snapshot.metadata,
+        dataclasses.replace(snapshot.metadata, properties=remaining),
+        operation="UNSET PROPERTIES",
+        parameters={"keys": ",".join(sorted(set(keys) - set(absent)))},
+    )
