@@ -14,6 +14,7 @@ __all__ = [
     "DataUnavailableError",
     "InvalidFilterError",
     "InvalidOptionError",
+    "MissingDependencyError",
     "SchemaMismatchError",
     "StorageError",
     "TableExistsError",
@@ -137,3 +138,7 @@ class UnsupportedStorageError(StorageError):
 
 class DataUnavailableError(CarbonLiteError):
     """Data that a version needs has been physically removed (for example by ``clean``)."""
+
+
+class MissingDependencyError(CarbonLiteError, ImportError):
+    """An optional library a call needs (pandas, Polars, DuckDB, PySpark) is not installed."""

@@ -57,11 +57,12 @@ from carbonlite.metadata import (
 )
 from carbonlite.metadata.timeline import version_at
 from carbonlite.names import check_name, table_location
+from carbonlite.optional import require
 from carbonlite.properties import TableProperties, effective_properties, validate_properties
 from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import Filter, FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
-from carbonlite.reader.scan import SplitReader, read_splits, scan_plan
+from carbonlite.reader.scan import SplitReader, TableScan, read_splits
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, TableWriter, now_ms
 from carbonlite.writer.batches import TableData
@@ -590,10 +591,12 @@ class Table:
         columns: Sequence[str] | None = None,
         filter: FilterLike = None,
         version: VersionLike | None = None,
-    ) -> pa.RecordBatchReader:
-        """Rows of the table (at ``version``), pruned by min/max, filtered exactly."""
+    ) -> TableScan:
+        """Rows of the table (at ``version``), pruned by min/max, filtered exactly: a
+        :class:`TableScan`, read like a ``pyarrow.RecordBatchReader``, and readable again by
+        every query that takes an Arrow stream (DuckDB, Polars, ``pa.table``)."""
         plan, parsed = self._plan(columns, filter, version)
-        return scan_plan(
+        return TableScan(
             self.storage, self.root, plan, parsed, storage_options=self.storage_options
         )
 
@@ -606,6 +609,34 @@ class Table:
     ) -> pa.Table:
         """:meth:`scan` read into one ``pyarrow.Table``."""
         return self.scan(columns=columns, filter=filter, version=version).read_all()
+
+    def to_pandas(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: FilterLike = None,
+        version: VersionLike | None = None,
+    ) -> Any:
+        """:meth:`scan` read into a ``pandas.DataFrame`` (needs pandas)."""
+        require("pandas", "pandas")
+        return self.to_arrow(columns=columns, filter=filter, version=version).to_pandas()
+
+    def to_polars(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: FilterLike = None,
+        version: VersionLike | None = None,
+    ) -> Any:
+        """:meth:`scan` read into a ``polars.DataFrame`` (needs polars; for a lazy query
+        with pushdown use :func:`carbonlite.polars.scan`)."""
+        pl = require("polars", "polars")
+        return pl.from_arrow(self.to_arrow(columns=columns, filter=filter, version=version))
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """Every row at the loaded version, as a new Arrow stream per call: lets DuckDB
+        (``duckdb.sql("SELECT ... FROM t")``), Polars and pyarrow read a ``Table`` directly."""
+        return self.scan(version=self.version).__arrow_c_stream__(requested_schema)
 
     def count_rows(self, *, version: VersionLike | None = None) -> int:
         """Rows at ``version``, from the log alone."""

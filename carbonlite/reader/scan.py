@@ -20,7 +20,7 @@ from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import ScanPlan, Split
 from carbonlite.storage import Storage
 
-__all__ = ["SplitReader", "read_splits"]
+__all__ = ["SplitReader", "TableScan", "read_splits", "scan_plan"]
 
 
 class SplitReader:
@@ -139,3 +139,66 @@ def scan_plan(
             split_reader.close()
 
     return pa.RecordBatchReader.from_batches(plan.schema, batches())
+
+
+class TableScan:
+    """A planned scan that any number of consumers can read, each from the start.
+
+    It has the surface of a ``pyarrow.RecordBatchReader`` (``schema``, ``read_next_batch``,
+    ``read_all``, ``read_pandas``, iteration, ``close``, a context manager), which reads one
+    stream through; and ``__arrow_c_stream__`` (the Arrow PyCapsule interface), which starts a
+    fresh stream over the same plan at every call, so DuckDB, Polars or ``pa.table(scan)``
+    can read it once per query instead of finding it consumed.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        root: str,
+        plan: ScanPlan,
+        filter: Filter | None,
+        *,
+        storage_options: Mapping[str, Any] | None,
+    ) -> None:
+        self.plan = plan
+        self._args = (storage, root, plan, filter)
+        self._storage_options = storage_options
+        self._current: pa.RecordBatchReader | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.plan.schema
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """A new reader over every row of the scan."""
+        return scan_plan(*self._args, storage_options=self._storage_options)
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    def _reader(self) -> pa.RecordBatchReader:
+        if self._current is None:
+            self._current = self.to_reader()
+        return self._current
+
+    def read_next_batch(self) -> pa.RecordBatch:
+        return self._reader().read_next_batch()
+
+    def read_all(self) -> pa.Table:
+        return self._reader().read_all()
+
+    def read_pandas(self, **options: Any) -> Any:
+        return self._reader().read_pandas(**options)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return iter(self._reader())
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._current.close()
+
+    def __enter__(self) -> TableScan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
