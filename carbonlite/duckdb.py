@@ -24,6 +24,7 @@ import pyarrow as pa
 from carbonlite.arguments import VersionLike
 from carbonlite.errors import CarbonLiteError
 from carbonlite.optional import require
+from carbonlite.reader.expression import parse_filter
 from carbonlite.table import Table
 
 __all__ = ["pushdown_supported", "source"]
@@ -71,8 +72,7 @@ def _source_class() -> type:
             """Filters DuckDB can state in Arrow exactly, except where NaN could match
             (min/max statistics leave NaN out, as for Parquet row groups)."""
             try:
-                expression = to_arrow(predicate, self.schema)
-                self.table.plan_splits(columns=[], filter=expression, version=self.version)
+                parse_filter(to_arrow(predicate, self.schema), self.schema, where=self.table.path)
             except (Untranslatable, CarbonLiteError):
                 return False
             return not nan_may_satisfy(predicate, self.schema)

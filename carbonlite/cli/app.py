@@ -37,6 +37,27 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from carbonlite._version import __version__
+
+        print(f"carbonlite {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """CarbonLite: a streaming columnar table format. Inspect and operate tables."""
+
+
 def _width() -> int | None:
     """Full tables when output is piped (rich would fold them to 80 columns)."""
     return None if sys.stdout.isatty() else 200

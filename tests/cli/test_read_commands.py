@@ -159,3 +159,14 @@ def test_history(cli: Callable[..., Run], table: Path) -> None:
     assert [r["version"] for r in cli("history", table, "-n", 3, "--json").json()] == [17, 16, 15]
     human = cli("history", table, "--limit", 2).stdout
     assert "HANDOFF" in human and "APPEND" in human and "CREATE TABLE" not in human
+
+
+def test_version_flag_prints_the_package_version() -> None:
+    from typer.testing import CliRunner
+
+    from carbonlite._version import __version__
+    from carbonlite.cli.app import app as cli_app
+
+    result = CliRunner().invoke(cli_app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"carbonlite {__version__}"
