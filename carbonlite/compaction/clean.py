@@ -96,7 +96,18 @@ def _usable(checkpoint: Snapshot) -> bool:
     return True
 
 
-def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> tuple[list[str], set[str]]:
+def _cutoff(now: int, retention_ms: float) -> int | None:
+    """The newest timestamp old enough to go; None for a zero retention, which takes
+    everything: commit timestamps are kept increasing and can run a few milliseconds ahead of
+    the clock (``commit._stamped``)."""
+    return None if retention_ms <= 0 else now - int(retention_ms)
+
+
+def _expired(timestamp_ms: int, cutoff: int | None) -> bool:
+    return cutoff is None or timestamp_ms <= cutoff
+
+
+def _stale_log_files(log: Log, cutoff_ms: int | None, latest: Snapshot) -> tuple[list[str], set[str]]:
     """Log files no retained version needs, and the manifests the retained checkpoints (and
     ``latest``) reference."""
     listing = log.listing()
@@ -105,7 +116,7 @@ def _stale_log_files(log: Log, cutoff_ms: int, latest: Snapshot) -> tuple[list[s
         if c > latest.version:
             continue
         checkpoint = log.try_read_checkpoint(c)
-        if checkpoint is None or checkpoint.timestamp >= cutoff_ms:
+        if checkpoint is None or not _expired(checkpoint.timestamp, cutoff_ms):
             continue  # missing, damaged or still within the retention
         if _usable(checkpoint):  # its manifests too: only then can it stand in for older ones
             keep_from = c
@@ -161,20 +172,20 @@ def clean(
             "(CLI: --force) if you are sure nothing reads versions that old"
         )
     now = now_ms()
-    cutoff = now - int(retention * 1000)
+    cutoff = _cutoff(now, retention * 1000)
     removed: dict[str, tuple[str, ...]] = {}
     nbytes = 0
     for seg in snapshot.segments.values():
         if (
             seg.status in ("COMPACTED", "MARKED_FOR_DELETE")
             and seg.files
-            and seg.status_time < cutoff
+            and _expired(seg.status_time, cutoff)
         ):
             removed[seg.segment_id] = tuple(seg.files)
             nbytes += seg.num_bytes
     files = tuple(p for paths in removed.values() for p in paths)
     log_retention_ms = int(props.log_retention * 1000)
-    log_files, referenced = _stale_log_files(log, now - log_retention_ms, snapshot)
+    log_files, referenced = _stale_log_files(log, _cutoff(now, log_retention_ms), snapshot)
     log_files += _stale_manifests(log, referenced, MANIFEST_MIN_AGE_MS, now)
     if dry_run:
         return CleanResult(True, None, files, nbytes, tuple(log_files), retention), snapshot

@@ -220,3 +220,20 @@ def test_log_retention_never_keeps_the_log_from_a_checkpoint_whose_manifest_is_d
     fresh = cl.open_table(path)
     for v in (6, 7, 8):
         assert_rows(fresh.to_arrow(version=v), range(v * 10))
+
+
+def test_zero_retention_takes_dead_data_even_when_commit_times_run_ahead_of_the_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commit timestamps are kept increasing, so a burst of commits can stamp a segment's
+    status a few milliseconds past this clock; ``retention=0`` still means every dead file."""
+    t = compacted_table(tmp_path / "t", log_retention="0")
+    dead = [s for s in t.segments() if s.status == "COMPACTED"]
+    assert dead
+    import carbonlite.compaction.clean as clean_module
+
+    earliest = int(min(s.status_time for s in dead).timestamp() * 1000)
+    monkeypatch.setattr(clean_module, "now_ms", lambda: earliest - 5)
+    result = t.clean(retention=0, force=True)
+    assert len(result.files) == sum(s.files for s in dead)
+    assert {s.id for s in t.segments() if s.status == "COMPACTED" and s.files} == set()
