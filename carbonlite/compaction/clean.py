@@ -107,7 +107,9 @@ def _expired(timestamp_ms: int, cutoff: int | None) -> bool:
     return cutoff is None or timestamp_ms <= cutoff
 
 
-def _stale_log_files(log: Log, cutoff_ms: int | None, latest: Snapshot) -> tuple[list[str], set[str]]:
+def _stale_log_files(
+    log: Log, cutoff_ms: int | None, latest: Snapshot
+) -> tuple[list[str], set[str]]:
     """Log files no retained version needs, and the manifests the retained checkpoints (and
     ``latest``) reference."""
     listing = log.listing()
