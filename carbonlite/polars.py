@@ -20,6 +20,7 @@ node this module does not recognise, in whatever Polars version, prunes nothing.
 from __future__ import annotations
 
 import datetime
+import inspect
 import json
 import math
 import os
@@ -32,7 +33,7 @@ import pyarrow.compute as pc
 from carbonlite.arguments import VersionLike
 from carbonlite.errors import CarbonLiteError
 from carbonlite.optional import require
-from carbonlite.reader.expression import parse_filter
+from carbonlite.reader.expression import check_filter
 from carbonlite.table import Table, open_table
 
 __all__ = ["scan", "to_arrow_filter"]
@@ -270,11 +271,9 @@ def to_arrow_filter(predicate: Any, schema: pa.Schema) -> pc.Expression | None:
     terms = []
     for node in _conjuncts(tree):
         try:
-            term = translator.translate(node)
-            parse_filter(term, schema, where="a Polars predicate")  # Arrow can evaluate it
+            terms.append(translator.translate(node))
         except (
             _Untranslatable,
-            CarbonLiteError,
             KeyError,
             TypeError,
             ValueError,
@@ -282,14 +281,31 @@ def to_arrow_filter(predicate: Any, schema: pa.Schema) -> pc.Expression | None:
             StopIteration,
             pa.ArrowException,
         ):
-            continue
-        terms.append(term)
+            continue  # an unexpected node shape: that term prunes nothing
+    if _evaluable(_all_of(terms), schema):  # the usual case: one check for every term
+        return _all_of(terms)
+    return _all_of([term for term in terms if _evaluable(term, schema)])
+
+
+def _all_of(terms: list[pc.Expression]) -> pc.Expression | None:
     if not terms:
         return None
     out = terms[0]
     for term in terms[1:]:
         out = out & term
     return out
+
+
+def _evaluable(expression: pc.Expression | None, schema: pa.Schema) -> bool:
+    """Whether Arrow can evaluate ``expression`` on the table's types (a Date literal against
+    a timestamp column, say, is translated but refused here)."""
+    if expression is None:
+        return False
+    try:
+        check_filter(expression, schema, where="a Polars predicate")
+    except CarbonLiteError:
+        return False
+    return True
 
 
 # --- the source ----------------------------------------------------------------------------------
@@ -351,9 +367,13 @@ def scan(
         finally:
             batches.close()
 
+    explain: dict[str, Any] = {
+        "explain_name": "carbonlite",
+        "explain_detail": f"{table.path} @ version {number}",
+    }
+    accepted = inspect.signature(register_io_source).parameters  # newer Polars only
     return register_io_source(
         io_source=source,
         schema=polars_schema,
-        explain_name="carbonlite",
-        explain_detail=f"{table.path} @ version {number}",
+        **{k: v for k, v in explain.items() if k in accepted},
     )

@@ -58,9 +58,12 @@ def encode_page(
 
 
 _ARROW_ZSTD = pa.Codec("zstd") if pa.Codec.is_available("zstd") else None
-"""Arrow's own zstd, used to decompress when pyarrow has it: it decodes the same standard
-frames into buffers of Arrow's memory pool, which reuses memory where a new ``bytes`` object
-page-faults fresh pages in; about 30% faster per page here (zstandard otherwise)."""
+"""Arrow's own zstd, used to decompress when pyarrow has it (zstandard otherwise): it decodes
+the same standard frames into buffers of Arrow's memory pool, which reuses memory where a
+new ``bytes`` object faults fresh pages in. Measured on the 2-core dev machine: 1.4 ms instead
+of 2.0 ms for a 1 MB page alone; 7.9 ms instead of 9.3 ms for bench_engines.py's DuckDB 1%
+query, 10% less CPU for a 2-column full scan. (Decoding the pages of one blocklet in
+parallel was tried too: no faster there, and 20% more CPU.)"""
 
 
 def _decompress(stored: bytes | memoryview, raw_length: int) -> pa.Buffer:

@@ -32,9 +32,6 @@ __all__ = ["BlockletFileReader", "coalesce_ranges"]
 
 _HEAD_READ = 4096  # bytes read speculatively to get a header in one go
 _COALESCE_GAP = 64 * 1024  # page reads closer than this are merged into one read
-_PARALLEL_PAGE_BYTES = 256 * 1024
-"""Pages of one blocklet decode in parallel when they hold this many bytes together: below
-it, a hop to another thread costs more than it saves."""
 
 
 class _FileObjectReader(RangeReader):
@@ -287,13 +284,10 @@ class BlockletFileReader:
             pages = self._decode_head(meta, head).pages
         wanted = [pages[i] for i in indices]
         chunks = self._read_pages(meta, wanted, blob)
-        jobs = list(zip(indices, wanted, chunks, strict=True))
-        if len(jobs) > 1 and sum(p.raw_length for p in wanted) >= _PARALLEL_PAGE_BYTES:
-            # Pages decode on the shared pool (inline when already on it, as when many
-            # blocklets are read at once): a scan of one or two blocklets uses every core.
-            arrays = list(ordered_map(lambda job: self._decode(meta, *job), jobs))
-        else:
-            arrays = [self._decode(meta, *job) for job in jobs]
+        arrays = [
+            self._decode(meta, i, page, chunk)
+            for i, page, chunk in zip(indices, wanted, chunks, strict=True)
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     def _decode_head(self, meta: BlockletMeta, head: bytes) -> Any:

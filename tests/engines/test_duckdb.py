@@ -95,6 +95,15 @@ def test_filters_and_projection_reach_the_pruning(con, table, blocklets_read):
     assert "Filters" in plan and "4000" in plan
 
 
+def test_a_limit_stops_reading(con, table, blocklets_read):
+    t = table  # noqa: F841 - read by name in the SQL
+    assert [r[0] for r in con.sql("SELECT id FROM events LIMIT 5").fetchall()] == list(range(5))
+    assert len(blocklets_read) < 8  # of 11: DuckDB stops pulling, the pool reads a few ahead
+    blocklets_read.clear()
+    assert _arrow(duckdb.sql("SELECT * FROM t LIMIT 5")).num_rows == 5
+    assert len(blocklets_read) < 8
+
+
 def test_filters_nan_satisfies_are_pushed_and_keep_nan_rows(con, tmp_path, blocklets_read):
     """DuckDB orders NaN above every number; the blocklet statistics count NaN apart from
     min/max, so a blocklet of NaN alone is read for ``x > 5`` and one of small numbers not."""

@@ -106,7 +106,9 @@ def test_an_empty_table(tmp_path):
 
 
 def test_a_predicate_prunes_blocklets(table, blocklets_read):
-    got = cl_polars.scan(table).filter((col("id") >= 1000) & (col("id") < 1100)).collect()
+    lf = cl_polars.scan(table).filter((col("id") >= 1000) & (col("id") < 1100))
+    assert "PYTHON[carbonlite] SCAN" in lf.explain()
+    got = lf.collect()
     assert got["id"].to_list() == list(range(1000, 1100))
     assert len(blocklets_read) == 1  # of 11
 
