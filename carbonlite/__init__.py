@@ -21,6 +21,7 @@ from carbonlite.errors import (
     UnsupportedTypeError,
     VersionNotFoundError,
 )
+from carbonlite.reader.scan import TableScan
 from carbonlite.table import (
     CommitRecord,
     CommitResult,
@@ -47,6 +48,7 @@ __all__ = [
     "Table",
     "TableExistsError",
     "TableNotFoundError",
+    "TableScan",
     "UnsupportedFormatError",
     "UnsupportedStorageError",
     "UnsupportedTypeError",

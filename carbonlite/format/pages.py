@@ -57,17 +57,34 @@ def encode_page(
     return packed, raw.size, CODEC_ZSTD
 
 
+_ARROW_ZSTD = pa.Codec("zstd") if pa.Codec.is_available("zstd") else None
+"""Arrow's own zstd, used to decompress when pyarrow has it (zstandard otherwise): it decodes
+the same standard frames into buffers of Arrow's memory pool, which reuses memory where a
+new ``bytes`` object faults fresh pages in. Measured on the 2-core dev machine: 1.4 ms instead
+of 2.0 ms for a 1 MB page alone; 7.9 ms instead of 9.3 ms for bench_engines.py's DuckDB 1%
+query, 10% less CPU for a 2-column full scan. (Decoding the pages of one blocklet in
+parallel was tried too: no faster there, and 20% more CPU.)"""
+
+
+def _decompress(stored: bytes | memoryview, raw_length: int) -> pa.Buffer:
+    if _ARROW_ZSTD is not None:
+        try:
+            # Arrow refuses a frame whose content is not exactly raw_length bytes.
+            return _ARROW_ZSTD.decompress(stored, decompressed_size=raw_length)
+        except OSError as exc:  # Arrow reports zstd failures as plain OSError
+            raise ValueError(f"page does not decompress to {raw_length} bytes: {exc}") from None
+    raw = _decompressor().decompress(stored, max_output_size=raw_length)
+    if len(raw) != raw_length:
+        raise ValueError(f"page decompressed to {len(raw)} bytes, expected {raw_length}")
+    return pa.py_buffer(raw)
+
+
 def decode_page(
     stored: bytes | memoryview, raw_length: int, codec: int, schema1: pa.Schema
 ) -> pa.Array:
-    """The column array of a stored page. Raises zstandard/Arrow errors on damaged bytes."""
-    if codec == CODEC_ZSTD:
-        raw = _decompressor().decompress(stored, max_output_size=raw_length)
-        if len(raw) != raw_length:
-            raise ValueError(f"page decompressed to {len(raw)} bytes, expected {raw_length}")
-        buf = pa.py_buffer(raw)
-    else:
-        buf = pa.py_buffer(stored)
+    """The column array of a stored page. Raises zstandard/Arrow errors or ValueError on
+    damaged bytes."""
+    buf = _decompress(stored, raw_length) if codec == CODEC_ZSTD else pa.py_buffer(stored)
     return pa.ipc.read_record_batch(buf, schema1).column(0)
 
 

@@ -54,7 +54,7 @@ from carbonlite.reader.predicate import (
     python_literal,
 )
 
-__all__ = ["Filter", "FilterLike", "parse_filter"]
+__all__ = ["Filter", "FilterLike", "check_filter", "parse_filter"]
 
 FilterLike = Any
 """``pyarrow.compute.Expression``, DNF ``[("col", op, value), ...]`` (or a list of such lists,
@@ -300,6 +300,16 @@ def _predicate(node: sub.Node, types: dict[str, pa.DataType]) -> Predicate:
             return IsNull(column)  # Arrow writes only is_null(nan_is_null=false) this way
         return Not(IsNull(column)) if name == "is_not_null" else IsNan(column)
     left, right = args
+    if (
+        name in ("==", "!=")
+        and isinstance(left, sub.Field)
+        and isinstance(right, sub.Field)
+        and left.name == right.name
+        and pat.is_floating(types[left.name])
+    ):
+        # x != x holds for NaN alone (null rows: null), x == x for every other number. DuckDB
+        # states "NaN sorts above every number" this way (x > 1 becomes x > 1 or x != x).
+        return IsNan(left.name) if name == "!=" else Not(IsNan(left.name))
     flipped = False
     if isinstance(left, sub.Literal) and isinstance(right, sub.Field):
         left, right, flipped = right, left, True
@@ -632,3 +642,10 @@ def parse_filter(filter: FilterLike, schema: pa.Schema, *, where: str) -> Filter
     _check_applies(filter, schema, where)
     found = _from_expression(filter, schema)
     return Filter(found.expression, found.predicate, found.columns, where)
+
+
+def check_filter(expression: pc.Expression, schema: pa.Schema, *, where: str) -> None:
+    """Raise :class:`InvalidFilterError` unless Arrow can evaluate ``expression`` on rows of
+    ``schema``: what :func:`parse_filter` checks first, without reading the expression for
+    pruning (for a caller that only asks whether a filter would be accepted)."""
+    _check_applies(expression, schema, where)

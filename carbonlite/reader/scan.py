@@ -7,7 +7,7 @@ Files written before a column was added lack it; its values read as nulls.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +20,7 @@ from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import ScanPlan, Split
 from carbonlite.storage import Storage
 
-__all__ = ["SplitReader", "TableScan", "read_splits", "scan_plan"]
+__all__ = ["SplitReader", "TableScan", "plan_batches", "read_splits", "scan_plan"]
 
 
 class SplitReader:
@@ -118,6 +118,26 @@ def read_splits(
             yield batch
 
 
+def plan_batches(
+    storage: Storage,
+    root: str,
+    plan: ScanPlan,
+    filter: Filter | None,
+    *,
+    storage_options: Mapping[str, Any] | None,
+) -> Generator[pa.RecordBatch, None, None]:
+    """Every row of ``plan``, batch by batch; closing the generator stops the read-ahead and
+    closes the files."""
+    split_reader = SplitReader(
+        storage, root, plan.table_schema, storage_options=storage_options, version=plan.version
+    )
+    try:
+        for batch in read_splits(split_reader, plan.splits, plan.schema, filter):
+            yield batch if batch.schema.equals(plan.schema) else batch.cast(plan.schema)
+    finally:
+        split_reader.close()
+
+
 def scan_plan(
     storage: Storage,
     root: str,
@@ -127,18 +147,8 @@ def scan_plan(
     storage_options: Mapping[str, Any] | None,
 ) -> pa.RecordBatchReader:
     """A reader over every row of ``plan``."""
-    split_reader = SplitReader(
-        storage, root, plan.table_schema, storage_options=storage_options, version=plan.version
-    )
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        try:
-            for batch in read_splits(split_reader, plan.splits, plan.schema, filter):
-                yield batch if batch.schema.equals(plan.schema) else batch.cast(plan.schema)
-        finally:
-            split_reader.close()
-
-    return pa.RecordBatchReader.from_batches(plan.schema, batches())
+    batches = plan_batches(storage, root, plan, filter, storage_options=storage_options)
+    return pa.RecordBatchReader.from_batches(plan.schema, batches)
 
 
 class TableScan:
@@ -148,7 +158,8 @@ class TableScan:
     ``read_all``, ``read_pandas``, iteration, ``close``, a context manager), which reads one
     stream through; and ``__arrow_c_stream__`` (the Arrow PyCapsule interface), which starts a
     fresh stream over the same plan at every call, so DuckDB, Polars or ``pa.table(scan)``
-    can read it once per query instead of finding it consumed.
+    can read it once per query instead of finding it consumed. The plan, and so the version
+    and the blocklets read, is fixed when the scan is made.
     """
 
     def __init__(
@@ -161,20 +172,40 @@ class TableScan:
         storage_options: Mapping[str, Any] | None,
     ) -> None:
         self.plan = plan
-        self._args = (storage, root, plan, filter)
+        self.filter = filter
+        self._storage = storage
+        self._root = root
         self._storage_options = storage_options
         self._current: pa.RecordBatchReader | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"TableScan(version={self.plan.version}, columns={self.schema.names}, "
+            f"blocklets={self.plan.blocklets_selected}/{self.plan.blocklets_total})"
+        )
 
     @property
     def schema(self) -> pa.Schema:
         return self.plan.schema
 
+    def to_batches(self) -> Generator[pa.RecordBatch, None, None]:
+        """A new generator over every batch of the scan (closing it stops the reading)."""
+        return plan_batches(
+            self._storage, self._root, self.plan, self.filter, storage_options=self._storage_options
+        )
+
     def to_reader(self) -> pa.RecordBatchReader:
-        """A new reader over every row of the scan."""
-        return scan_plan(*self._args, storage_options=self._storage_options)
+        """A new ``pyarrow.RecordBatchReader`` over every row of the scan."""
+        return pa.RecordBatchReader.from_batches(self.schema, self.to_batches())
+
+    def to_table(self) -> pa.Table:
+        """Every row of the scan in one ``pyarrow.Table`` (a new read each call)."""
+        return self.to_reader().read_all()
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    # --- the RecordBatchReader surface: one stream, read through --------------------------
 
     def _reader(self) -> pa.RecordBatchReader:
         if self._current is None:

@@ -205,6 +205,8 @@ def filters(seen: Seen) -> st.SearchStrategy[pc.Expression]:
         membership(seen),
         null_checks(),
         st.just(pc.field("i") < pc.field("id")),  # not prunable: applied exactly anyway
+        st.just(pc.field("f") != pc.field("f")),  # NaN alone: pruned as is_nan (DuckDB's form)
+        st.just(pc.field("f") == pc.field("f")),
         st.just(pc.field("b")),
     )
     return st.recursive(
