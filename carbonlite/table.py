@@ -9,7 +9,7 @@ import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -29,6 +29,7 @@ from carbonlite.arguments import (
 )
 from carbonlite.compaction.clean import CleanResult, clean
 from carbonlite.compaction.plan import CompactionKind
+from carbonlite.compaction.progress import ProgressCallback
 from carbonlite.compaction.recover import DEFAULT_MIN_AGE_SECONDS, RecoverResult, recover
 from carbonlite.compaction.run import (
     CompactionResult,
@@ -64,9 +65,9 @@ from carbonlite.reader.expression import Filter, FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
 from carbonlite.reader.scan import SplitReader, TableScan, read_splits
 from carbonlite.storage import open_storage
-from carbonlite.writer.append import CommitResult, TableWriter, now_ms
+from carbonlite.writer.append import CommitResult, TableWriter, elapsed_ms, now_ms
 from carbonlite.writer.batches import TableData
-from carbonlite.writer.restore import plan_restore
+from carbonlite.writer.restore import RestoreCommit, plan_restore
 from carbonlite.writer.table_metadata import (
     MetadataCommit,
     with_columns,
@@ -75,6 +76,8 @@ from carbonlite.writer.table_metadata import (
 )
 
 __all__ = ["CommitRecord", "CommitResult", "SegmentInfo", "Table", "create_table", "open_table"]
+
+_Stampable = TypeVar("_Stampable", MetadataCommit, RestoreCommit)
 
 
 def _when(ms: int) -> datetime.datetime:
@@ -97,6 +100,16 @@ class CommitRecord:
     bytes_removed: int
     read_version: int | None
     parameters: Mapping[str, str]
+    files_added: int | None = None
+    """Data files created (None in versions written before CarbonLite recorded it)."""
+    files_removed: int | None = None
+    """Data files taken out of the table (``CLEAN``: deleted); None when not recorded."""
+    duration: datetime.timedelta | None = None
+    """How long the operation took; None when not recorded."""
+    writer_id: str | None = None
+    """The writer identity that committed; None when not recorded."""
+    engine: str = ""
+    """The library that wrote the version, e.g. ``carbonlite/0.1.0``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +263,13 @@ class Table:
                     bytes_removed=info.bytes_removed,
                     read_version=info.read_version,
                     parameters=dict(info.parameters),
+                    files_added=info.files_added,
+                    files_removed=info.files_removed,
+                    duration=None
+                    if info.duration_ms is None
+                    else datetime.timedelta(milliseconds=info.duration_ms),
+                    writer_id=info.writer_id,
+                    engine=info.engine,
                 )
             )
         return out
@@ -357,27 +377,30 @@ class Table:
 
     def add_columns(self, fields: pa.Field | Sequence[pa.Field] | pa.Schema) -> CommitResult:
         """Add nullable columns at the end of the schema. Older files read them as nulls."""
+        started = now_ms()
         with self._writer.lock:
             self.refresh()
             pending = with_columns(self._snapshot, fields, where=self.path)
-            self._snapshot = commit(self.log, self._snapshot, pending)
+            self._snapshot = commit(self.log, self._snapshot, self._stamped(pending, started))
             return CommitResult(self._snapshot.version, pending.operation)
 
     def set_properties(self, properties: Mapping[str, str]) -> CommitResult:
         """Set table properties (checked as at :func:`create_table`; keys starting with
         ``user.`` are free-form) in one commit. ``version`` is None when nothing changed."""
+        started = now_ms()
         with self._writer.lock:
             self.refresh()
             pending = with_properties(self._snapshot, properties)
             if pending is None:
                 return CommitResult(None, "SET PROPERTIES", skipped=True)
-            self._snapshot = commit(self.log, self._snapshot, pending)
+            self._snapshot = commit(self.log, self._snapshot, self._stamped(pending, started))
             return CommitResult(self._snapshot.version, pending.operation)
 
     def unset_properties(self, keys: Sequence[str], *, missing_ok: bool = False) -> CommitResult:
         """Remove table properties, so their defaults apply again. A key that is not set is
         an error unless ``missing_ok``; ``version`` is None when nothing changed."""
         missing_ok = flag_arg(missing_ok, what="missing_ok")
+        started = now_ms()
         with self._writer.lock:
             self.refresh()
             pending = without_properties(
@@ -385,8 +408,12 @@ class Table:
             )
             if pending is None:
                 return CommitResult(None, "UNSET PROPERTIES", skipped=True)
-            self._snapshot = commit(self.log, self._snapshot, pending)
+            self._snapshot = commit(self.log, self._snapshot, self._stamped(pending, started))
             return CommitResult(self._snapshot.version, pending.operation)
+
+    def _stamped(self, pending: _Stampable, started_ms: int) -> _Stampable:
+        """``pending`` recording this table's writer and when the operation began."""
+        return dataclasses.replace(pending, writer_id=self.writer_id, started_ms=started_ms)
 
     @property
     def effective_properties(self) -> dict[str, str]:
@@ -400,6 +427,7 @@ class Table:
         history and time travel keep everything in between. Segments unchanged since are
         kept, the others copied (see ``carbonlite/writer/restore.py``); transaction markers
         are not rolled back. ``version`` of the result is None when nothing would change."""
+        started = now_ms()
         with self._writer.lock:
             self.refresh()
             number = self.version_at(version)
@@ -417,7 +445,7 @@ class Table:
             )
             if not pending.changes_anything:
                 return CommitResult(None, "RESTORE", skipped=True)
-            self._snapshot = commit(self.log, self._snapshot, pending)
+            self._snapshot = commit(self.log, self._snapshot, self._stamped(pending, started))
             return CommitResult(self._snapshot.version, "RESTORE", rows=pending.rows_added)
 
     def upgrade(self) -> CommitResult:
@@ -428,6 +456,7 @@ class Table:
         stay monolithic until upgraded. Readers with an older CarbonLite refuse the upgraded
         table (``UnsupportedFormatError``) rather than misread it. Returns a result with
         ``version=None`` when the table is already current."""
+        started = now_ms()
         with self._writer.lock:
             self.refresh()
             snap = self._snapshot
@@ -440,6 +469,7 @@ class Table:
                 operation="UPGRADE",
                 parameters={"from": str(old), "to": str(LOG_FORMAT_VERSION)},
             )
+            pending = self._stamped(pending, started)
             self._snapshot = self.log.write_checkpoint(commit(self.log, snap, pending))
             return CommitResult(self._snapshot.version, "UPGRADE")
 
@@ -450,13 +480,18 @@ class Table:
         handoff; the next append starts a new one). Returns its id, or None if there was none."""
         self._check_open()
         with self._writer.lock:
-            segment_id, self._snapshot = finish_streaming(self.log, self._snapshot)
+            segment_id, self._snapshot = finish_streaming(
+                self.log, self._snapshot, writer_id=self.writer_id
+            )
             return segment_id
 
-    def handoff(self, *, executor: TaskExecutor | None = None) -> CompactionResult:
+    def handoff(
+        self, *, executor: TaskExecutor | None = None, progress: ProgressCallback | None = None
+    ) -> CompactionResult:
         """Turn every STREAMING_FINISH segment into a sorted COLUMNAR segment (CarbonData's
-        handoff). Ingestion into the current STREAMING segment goes on meanwhile."""
-        return self._compact("handoff", None, executor)
+        handoff). Ingestion into the current STREAMING segment goes on meanwhile.
+        ``progress(done, total)``: bytes, see ``carbonlite/compaction/progress.py``."""
+        return self._compact("handoff", None, executor, progress)
 
     def compact(
         self,
@@ -464,10 +499,12 @@ class Table:
         *,
         segments: Sequence[str] | None = None,
         executor: TaskExecutor | None = None,
+        progress: ProgressCallback | None = None,
     ) -> CompactionResult:
         """Merge SUCCESS segments: ``"minor"`` by level thresholds
         (``compaction_level_threshold``), ``"major"`` up to ``major_compaction_size``,
-        ``"custom"`` the given ``segments``. One version, ``data_change = false``."""
+        ``"custom"`` the given ``segments``. One version, ``data_change = false``.
+        ``progress(done, total)``: bytes, see ``carbonlite/compaction/progress.py``."""
         if segments is not None:
             if isinstance(segments, str) or not isinstance(segments, Sequence):
                 raise InvalidOptionError(
@@ -481,11 +518,15 @@ class Table:
                     fix=f"give ids of segments of {self.path!r} as segments() lists them",
                 )
         if kind == "handoff":
-            return self.handoff(executor=executor)
-        return self._compact(kind, segments, executor)
+            return self.handoff(executor=executor, progress=progress)
+        return self._compact(kind, segments, executor, progress)
 
     def _compact(
-        self, kind: CompactionKind, segments: Sequence[str] | None, executor: TaskExecutor | None
+        self,
+        kind: CompactionKind,
+        segments: Sequence[str] | None,
+        executor: TaskExecutor | None,
+        progress: ProgressCallback | None = None,
     ) -> CompactionResult:
         self._check_open()
         result, snapshot = run_compaction(
@@ -495,6 +536,8 @@ class Table:
             storage_options=self.storage_options,
             segments=segments,
             executor=executor,
+            progress=progress,
+            writer_id=self.writer_id,
         )
         self._advance(snapshot)
         return result
@@ -510,10 +553,12 @@ class Table:
         *,
         dry_run: bool = False,
         force: bool = False,
+        progress: ProgressCallback | None = None,
     ) -> CleanResult:
         """Delete data of COMPACTED and MARKED_FOR_DELETE segments older than ``retention``
         (default: property ``deleted_data_retention``, 7 days) and log files older than
-        ``log_retention``. Less than 1 hour is refused unless ``force``."""
+        ``log_retention``. Less than 1 hour is refused unless ``force``.
+        ``progress(done, total)``: bytes deleted, see ``carbonlite/compaction/progress.py``."""
         self._check_open()
         result, snapshot = clean(
             self.log,
@@ -521,6 +566,8 @@ class Table:
             retention_seconds=duration_seconds_of(retention, what="retention"),
             dry_run=flag_arg(dry_run, what="dry_run"),
             force=flag_arg(force, what="force"),
+            progress=progress,
+            writer_id=self.writer_id,
         )
         self._advance(snapshot)
         return result
@@ -540,11 +587,14 @@ class Table:
             min_age_seconds=DEFAULT_MIN_AGE_SECONDS if age is None else age,
         )
 
-    def verify(self, *, version: VersionLike | None = None) -> VerifyResult:
+    def verify(
+        self, *, version: VersionLike | None = None, progress: ProgressCallback | None = None
+    ) -> VerifyResult:
         """Read every committed blocklet; check checksums, layout and statistics against the
-        log. Problems are reported (file, offset, what), not raised."""
+        log. Problems are reported (file, offset, what), not raised. ``progress(done,
+        total)``: bytes checked, see ``carbonlite/compaction/progress.py``."""
         snapshot = self.refresh()._snapshot if version is None else self.snapshot(version)
-        return verify(self.log, snapshot, storage_options=self.storage_options)
+        return verify(self.log, snapshot, storage_options=self.storage_options, progress=progress)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -709,8 +759,10 @@ def create_table(
 ) -> Table:
     """Create a table at ``path``; raises :class:`TableExistsError` if one is there, and
     :class:`InvalidOptionError` if ``path`` is a file."""
+    started = now_ms()
     location = table_location(path)
-    writer_id = writer_id_arg(writer_id)
+    # the table's writer identity, chosen now so that the CREATE TABLE commit records it
+    writer_id = writer_id_arg(writer_id) or uuid.uuid4().hex[:16]
     options = storage_options_arg(storage_options)
     if not isinstance(schema, pa.Schema):
         raise InvalidOptionError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
@@ -746,6 +798,10 @@ def create_table(
             data_change=False,
             parameters={"sort_columns": ",".join(metadata.sort_columns)},
             engine=ENGINE,
+            files_added=0,
+            files_removed=0,
+            duration_ms=elapsed_ms(started, metadata.created_time),
+            writer_id=writer_id,
         ),
     ]
     snapshot = Snapshot.from_actions(uri, 0, actions)

@@ -1,7 +1,8 @@
 """The ``carbonlite`` command: look at tables and operate them.
 
-Every command prints a human view (rich tables) or, with ``--json``, one JSON document.
-Errors print one line to stderr and exit with status 1 (2 for usage errors, from click).
+Every command prints a human view (tables fitted to the output's width, see ``layout.py``)
+or, with ``--json``, one JSON document. Errors print one line to stderr and exit with status
+1 (2 for usage errors, from click). Progress bars go to stderr, only when it is a terminal.
 """
 
 from __future__ import annotations
@@ -15,18 +16,32 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table as RichTable
+from rich.text import Text
 
 from carbonlite.cli.describe import (
     describe_blocklets,
+    describe_files,
     describe_history,
+    describe_properties,
+    describe_segments,
     describe_table,
     jsonable,
 )
+from carbonlite.cli.layout import Col, human_bytes, human_duration, output_width, print_table
 from carbonlite.errors import CarbonLiteError, InvalidOptionError
+from carbonlite.metadata import LIVE_STATUSES
 from carbonlite.table import Table, open_table
 
-__all__ = ["app", "console", "emit", "fail_cleanly", "human_bytes", "open_for_cli"]
+__all__ = [
+    "app",
+    "console",
+    "emit",
+    "err_console",
+    "fail_cleanly",
+    "human_bytes",
+    "open_for_cli",
+    "say",
+]
 
 app = typer.Typer(
     name="carbonlite",
@@ -58,17 +73,21 @@ def _root(
     """CarbonLite: a streaming columnar table format. Inspect and operate tables."""
 
 
-def _width() -> int | None:
-    """Full tables when output is piped (rich would fold them to 80 columns)."""
-    return None if sys.stdout.isatty() else 200
-
-
-console = Console(width=_width())
-err_console = Console(stderr=True, width=_width())
+console = Console(highlight=False)
+"""Human output (stdout); :func:`fit_consoles` sizes it when a command starts."""
+err_console = Console(stderr=True, highlight=False)
+"""Errors and progress bars (stderr)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON document instead of tables.")
+
+
+def fit_consoles() -> None:
+    """Size both consoles for where their output goes now: ``COLUMNS`` when set, else the
+    terminal's width, else 200 columns for a pipe or a file (``layout.output_width``)."""
+    console.width = output_width(sys.stdout)
+    err_console.width = output_width(sys.stderr)
 
 
 def _print_error(kind: str, text: str) -> None:
@@ -82,11 +101,13 @@ def _print_error(kind: str, text: str) -> None:
 
 
 def fail_cleanly(fn: F) -> F:
-    """Turn CarbonLite errors, and storage failures the storage layer did not name (an
-    ``OSError``: network, permissions, disk), into one line on stderr and exit status 1."""
+    """Size the consoles, then run the command, turning CarbonLite errors, and storage
+    failures the storage layer did not name (an ``OSError``: network, permissions, disk),
+    into one line on stderr and exit status 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        fit_consoles()
         try:
             return fn(*args, **kwargs)
         except CarbonLiteError as exc:
@@ -112,13 +133,9 @@ def emit(data: Any) -> None:
     sys.stdout.write(json.dumps(jsonable(data), indent=2) + "\n")
 
 
-def human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
+def say(text: str) -> None:
+    """Plain text (never markup) on stdout, wrapped between words to the output's width."""
+    console.print(Text(text))
 
 
 def open_for_cli(path: str, storage_options: str | None) -> Table:
@@ -142,37 +159,55 @@ STORAGE_OPTION = typer.Option(
 )
 
 
-def _segments_table(rows: list[dict[str, Any]], title: str = "Segments") -> RichTable:
-    t = RichTable(title=title, title_justify="left", highlight=False)
-    for name, justify in (
-        ("id", "left"),
-        ("status", "left"),
-        ("format", "left"),
-        ("level", "right"),
-        ("rows", "right"),
-        ("size", "right"),
-        ("files", "right"),
-        ("blocklets", "right"),
-        ("start time", "left"),
-        ("end time", "left"),
-        ("merged into", "left"),
-    ):
-        t.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for s in rows:
-        t.add_row(
-            s["id"],
-            s["status"],
-            s["format"],
-            str(s["level"]),
-            f"{s['rows']:,}",
-            human_bytes(s["bytes"]),
-            str(s["files"]),
-            str(s["blocklets"]),
-            s["start_time"][:19],
-            (s["end_time"] or "")[:19],
-            s["merged_into"] or "",
-        )
-    return t
+# --- human tables ------------------------------------------------------------------------------
+
+SEGMENT_COLUMNS = (
+    Col("id"),
+    Col("status"),
+    Col("format", keep=30),
+    Col("level", "right", keep=40),
+    Col("rows", "right"),
+    Col("size", "right"),
+    Col("files", "right", keep=45),
+    Col("blocklets", "right", keep=44),
+    Col("start time", keep=21),
+    Col("end time", keep=20),
+    Col("merged into", keep=60),
+)
+
+
+def print_segments(rows: list[dict[str, Any]], *, hidden: int = 0) -> None:
+    """The segments table; ``hidden``: how many compacted or deleted ones were left out."""
+    print_table(
+        console,
+        "Segments",
+        SEGMENT_COLUMNS,
+        [
+            [
+                s["id"],
+                s["status"],
+                s["format"],
+                str(s["level"]),
+                f"{s['rows']:,}",
+                human_bytes(s["bytes"]),
+                str(s["files"]),
+                str(s["blocklets"]),
+                s["start_time"][:19],
+                (s["end_time"] or "")[:19],
+                s["merged_into"] or "",
+            ]
+            for s in rows
+        ],
+    )
+    if hidden:
+        say(f"({hidden} compacted or deleted segment(s) not listed; --all lists them)")
+
+
+def _live(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [s for s in rows if s["status"] in LIVE_STATUSES]
+
+
+# --- commands ----------------------------------------------------------------------------------
 
 
 @app.command()
@@ -185,10 +220,13 @@ def inspect(
     blocklets: bool = typer.Option(
         False, "--blocklets", help="Also list every blocklet with min/max per column."
     ),
+    every: bool = typer.Option(
+        False, "--all", help="List compacted and deleted segments too (not yet cleaned)."
+    ),
     as_json: bool = JSON_OPTION,
     storage_options: str | None = STORAGE_OPTION,
 ) -> None:
-    """Show a table's schema, properties, summary and segments.
+    """Show a table's schema, properties (defaults too), summary and segments.
 
     With --blocklets, also every blocklet's rows and min/max per column.
     """
@@ -200,54 +238,71 @@ def inspect(
     if as_json:
         emit(info)
         return
-    console.print(
-        f"[bold]Table[/bold] {info['path']}  (id {info['table_id']}, version {info['version']}, "
-        f"created {info['created'][:19]})"
+    say(f"Table {info['path']}")
+    say(
+        f"id {info['table_id']}, version {info['version']} (log format "
+        f"{info['format_version']}), created {info['created'][:19]}"
     )
-    schema = RichTable(title="Schema", title_justify="left")
-    schema.add_column("column")
-    schema.add_column("type")
-    schema.add_column("nullable")
-    for f in info["schema"]:
-        mark = " (sort)" if f["name"] in info["sort_columns"] else ""
-        schema.add_row(
-            escape(f["name"] + mark), escape(f["type"]), "yes" if f["nullable"] else "no"
-        )
-    console.print(schema)
-    if info["properties"]:
-        props = RichTable(title="Properties", title_justify="left")
-        props.add_column("key")
-        props.add_column("value")
-        for k, v in sorted(info["properties"].items()):
-            props.add_row(escape(k), escape(v))
-        console.print(props)
+    print_table(
+        console,
+        "Schema",
+        (Col("column"), Col("type", wrap=True), Col("nullable")),
+        [
+            [
+                f["name"] + (" (sort)" if f["name"] in info["sort_columns"] else ""),
+                f["type"],
+                "yes" if f["nullable"] else "no",
+            ]
+            for f in info["schema"]
+        ],
+    )
+    print_table(
+        console,
+        "Properties",
+        (Col("property"), Col("value", wrap=True), Col("source", keep=50)),
+        [[p["key"], p["value"], p["source"]] for p in describe_properties(info["properties"])],
+    )
     s = info["summary"]
-    console.print(
-        f"[bold]Summary[/bold]: {s['live_segments']} live of {s['segments']} segments, {s['files']} files, "
+    say(
+        f"Summary: {s['live_segments']} live of {s['segments']} segments, {s['files']} files, "
         f"{s['blocklets']} blocklets, {s['rows']:,} rows, {human_bytes(s['bytes'])}"
     )
-    console.print(_segments_table(info["segments"]))
+    shown = info["segments"] if every else _live(info["segments"])
+    print_segments(shown, hidden=len(info["segments"]) - len(shown))
     if blocklets:
-        bt = RichTable(title="Blocklets", title_justify="left")
-        for name in ("segment", "file", "#", "offset", "rows"):
-            bt.add_column(name)
-        columns = [f["name"] for f in info["schema"]]
-        for c in columns:
-            bt.add_column(f"{c} min..max")
-        for b in info["blocklets"]:
-            cells = []
-            for c in columns:
-                st = b["columns"].get(c)
-                cells.append("" if st is None else escape(f"{st['min']} .. {st['max']}"))
-            bt.add_row(
+        _print_blocklets(info)
+
+
+def _print_blocklets(info: dict[str, Any]) -> None:
+    names = [f["name"] for f in info["schema"]]
+    cols = [
+        Col("segment"),
+        Col("file", keep=45),
+        Col("#", "right"),
+        Col("offset", "right", keep=50),
+        Col("rows", "right"),
+    ]
+    # the sort columns' bounds stay longest (what pruning mostly uses), then the first columns
+    for n, c in enumerate(names):
+        keep = (40 if c in info["sort_columns"] else 30) - min(n, 9)
+        cols.append(Col(f"{c} min..max", keep=keep, squeeze=24))
+    rows = []
+    for b in info["blocklets"]:
+        bounds = []
+        for c in names:
+            st = b["columns"].get(c)
+            bounds.append("" if st is None else f"{st['min']} .. {st['max']}")
+        rows.append(
+            [
                 b["segment"],
                 b["file"].rsplit("/", 1)[-1],
                 str(b["blocklet"]),
                 str(b["offset"]),
                 f"{b['rows']:,}",
-                *cells,
-            )
-        console.print(bt)
+                *bounds,
+            ]
+        )
+    print_table(console, "Blocklets", cols, rows)
 
 
 @app.command()
@@ -257,18 +312,87 @@ def segments(
     version: int | None = typer.Option(
         None, "--version", "-v", help="Segments as of this version."
     ),
+    every: bool = typer.Option(
+        False, "--all", help="Also compacted and deleted segments (not yet cleaned)."
+    ),
     as_json: bool = JSON_OPTION,
     storage_options: str | None = STORAGE_OPTION,
 ) -> None:
-    """List segments, like CarbonData's SHOW SEGMENTS."""
+    """List segments, like CarbonData's SHOW SEGMENTS: the live ones, or with --all every
+    segment the log still lists."""
     table = open_for_cli(path, storage_options)
-    from carbonlite.cli.describe import describe_segments
-
     rows = describe_segments(table.segments(version))
+    shown = rows if every else _live(rows)
+    if as_json:
+        emit(shown)
+    else:
+        print_segments(shown, hidden=len(rows) - len(shown))
+
+
+@app.command()
+@fail_cleanly
+def files(
+    path: str = typer.Argument(..., help="Table path or URI."),
+    version: int | None = typer.Option(None, "--version", "-v", help="Files as of this version."),
+    every: bool = typer.Option(
+        False, "--all", help="Also the files of compacted and deleted segments (not yet cleaned)."
+    ),
+    as_json: bool = JSON_OPTION,
+    storage_options: str | None = STORAGE_OPTION,
+) -> None:
+    """List data files: segment, file, committed size, rows and blocklets."""
+    table = open_for_cli(path, storage_options)
+    snapshot = table.snapshot(version)
+    rows = describe_files(snapshot, every=every)
     if as_json:
         emit(rows)
-    else:
-        console.print(_segments_table(rows))
+        return
+    say(
+        f"{len(rows)} file(s) at version {snapshot.version}: "
+        f"{human_bytes(sum(f['bytes'] for f in rows))}, {sum(f['rows'] for f in rows):,} rows, "
+        f"{sum(f['blocklets'] for f in rows):,} blocklets; each file is in segments/<segment>/"
+    )
+    cols = [Col("segment"), Col("file"), Col("size", "right"), Col("rows", "right")]
+    cols.append(Col("blocklets", "right", keep=90))
+    if every:
+        cols.append(Col("status", keep=80))
+    print_table(
+        console,
+        "Files",
+        cols,
+        [
+            [
+                f["segment"],
+                f["file"].rsplit("/", 1)[-1],
+                human_bytes(f["bytes"]),
+                f"{f['rows']:,}",
+                f"{f['blocklets']:,}",
+                *([f["status"]] if every else []),
+            ]
+            for f in rows
+        ],
+    )
+
+
+HISTORY_COLUMNS = (
+    Col("version", "right"),
+    Col("time", wrap=True),
+    Col("operation", wrap=True),
+    Col("rows +", "right", keep=90),
+    Col("rows -", "right", keep=80),
+    Col("duration", "right", keep=75),
+    Col("writer", keep=70),
+    Col("bytes +", "right", keep=60),
+    Col("bytes -", "right", keep=55),
+    Col("files +", "right", keep=50),
+    Col("files -", "right", keep=45),
+    Col("data change", keep=30, wrap=True),
+    Col("parameters", keep=20, squeeze=30),
+)
+
+
+def _count(n: int | None) -> str:
+    return "" if n is None else f"{n:,}"
 
 
 @app.command()
@@ -279,37 +403,39 @@ def history(
     as_json: bool = JSON_OPTION,
     storage_options: str | None = STORAGE_OPTION,
 ) -> None:
-    """The table's commits, newest first."""
+    """The table's commits, newest first: what each changed, how long it took, who wrote it."""
     table = open_for_cli(path, storage_options)
     rows = describe_history(table.history(limit))
     if as_json:
         emit(rows)
         return
-    t = RichTable(title="History", title_justify="left")
-    for name in (
-        "version",
-        "timestamp",
-        "operation",
-        "data change",
-        "rows +",
-        "rows -",
-        "bytes +",
-        "parameters",
-    ):
-        t.add_column(name)
-    for r in rows:
-        params = escape(", ".join(f"{k}={v}" for k, v in r["parameters"].items()))
-        t.add_row(
-            str(r["version"]),
-            r["timestamp"][:23],
-            r["operation"],
-            "yes" if r["data_change"] else "no",
-            f"{r['rows_added']:,}",
-            f"{r['rows_removed']:,}",
-            human_bytes(r["bytes_added"]),
-            params,
-        )
-    console.print(t)
+    print_table(
+        console,
+        "History",
+        HISTORY_COLUMNS,
+        [
+            [
+                str(r["version"]),
+                r["timestamp"][:19].replace("T", " "),
+                r["operation"],
+                f"{r['rows_added']:,}",
+                f"{r['rows_removed']:,}",
+                human_duration(r["duration_ms"]),
+                r["writer_id"] or "",
+                human_bytes(r["bytes_added"]),
+                human_bytes(r["bytes_removed"]),
+                _count(r["files_added"]),
+                _count(r["files_removed"]),
+                "yes" if r["data_change"] else "no",
+                ", ".join(
+                    f"{k}={v}"
+                    for k, v in r["parameters"].items()
+                    if not (k == "writer_id" and v == r["writer_id"])  # it is the writer column
+                ),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def main() -> None:

@@ -10,12 +10,15 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.format.types import stat_kind
-from carbonlite.metadata import Snapshot
+from carbonlite.metadata import LIVE_STATUSES, Snapshot
+from carbonlite.properties import PROPERTIES, effective_properties
 from carbonlite.table import CommitRecord, SegmentInfo, Table
 
 __all__ = [
     "describe_blocklets",
+    "describe_files",
     "describe_history",
+    "describe_properties",
     "describe_segments",
     "describe_table",
     "jsonable",
@@ -78,8 +81,41 @@ def describe_history(records: list[CommitRecord]) -> list[dict[str, Any]]:
             "bytes_removed": r.bytes_removed,
             "read_version": r.read_version,
             "parameters": dict(r.parameters),
+            "files_added": r.files_added,
+            "files_removed": r.files_removed,
+            "duration_ms": None if r.duration is None else round(r.duration.total_seconds() * 1000),
+            "writer_id": r.writer_id,
+            "engine": r.engine,
         }
         for r in records
+    ]
+
+
+def describe_properties(properties: dict[str, str]) -> list[dict[str, str]]:
+    """Every property in force: ``key``, ``value``, and ``source``: ``set`` on the table,
+    ``default``, or ``user`` (the table's own ``user.`` keys)."""
+    out = []
+    for key, value in effective_properties(properties).items():
+        source = "user" if key not in PROPERTIES else "set" if key in properties else "default"
+        out.append({"key": key, "value": value, "source": source})
+    return out
+
+
+def describe_files(snapshot: Snapshot, *, every: bool = False) -> list[dict[str, Any]]:
+    """The data files of the live segments (``every``: of every segment the log still lists,
+    compacted and deleted ones too), oldest segment first."""
+    return [
+        {
+            "segment": seg.segment_id,
+            "status": seg.status,
+            "file": f.path,
+            "bytes": f.committed_length,
+            "rows": f.num_rows,
+            "blocklets": f.num_blocklets,
+        }
+        for seg in snapshot.segments.values()
+        if every or seg.status in LIVE_STATUSES
+        for f in seg.files.values()
     ]
 
 
@@ -98,6 +134,7 @@ def describe_table(table: Table, snapshot: Snapshot, segments: list[SegmentInfo]
         ],
         "sort_columns": list(snapshot.metadata.sort_columns),
         "properties": dict(snapshot.properties),
+        "effective_properties": effective_properties(snapshot.properties),
         "summary": {
             "segments": len(snapshot.segments),
             "live_segments": len(live),

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any
 
-import pyarrow as pa
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table as RichTable
+from rich.text import Text
 
 from carbonlite.cli.app import (
     JSON_OPTION,
@@ -19,53 +14,20 @@ from carbonlite.cli.app import (
     app,
     console,
     emit,
+    err_console,
     fail_cleanly,
     human_bytes,
     open_for_cli,
+    say,
 )
-from carbonlite.compaction import (
-    CompactionResult,
-    CompactionTask,
-    TaskExecutor,
-    TaskResult,
-    run_tasks_locally,
-)
+from carbonlite.cli.layout import Col, print_table, progress_bar
+from carbonlite.compaction import CompactionResult
 from carbonlite.errors import InvalidOptionError
 
 
-@contextmanager
-def _progress(enabled: bool) -> Iterator[Progress | None]:
-    if not enabled:
-        yield None
-        return
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        yield progress
-
-
-def _executor(progress: Progress | None) -> TaskExecutor | None:
-    """Run tasks locally, advancing a progress bar as each finishes."""
-    if progress is None:
-        return None
-
-    def run(
-        tasks: Sequence[CompactionTask],
-        uri: str,
-        schema: pa.Schema,
-        storage_options: Mapping[str, Any],
-    ) -> list[TaskResult]:
-        bar = progress.add_task(f"merging into {len(tasks)} segment(s)", total=len(tasks))
-        return run_tasks_locally(
-            tasks, uri, schema, storage_options, on_done=lambda _: progress.advance(bar)
-        )
-
-    return run
+def _bars(as_json: bool) -> bool:
+    """Progress bars go to stderr, and only when it is a terminal (never with --json)."""
+    return not as_json and err_console.is_terminal
 
 
 def _show_compaction(result: CompactionResult, as_json: bool) -> None:
@@ -73,14 +35,17 @@ def _show_compaction(result: CompactionResult, as_json: bool) -> None:
         emit(dataclasses.asdict(result))
         return
     if not result.versions:
-        console.print(f"{result.kind}: nothing to do")
+        say(f"{result.kind}: nothing to do")
         return
-    console.print(
-        f"{result.kind}: merged {len(result.segments_compacted)} segment(s) "
-        f"[{escape(', '.join(result.segments_compacted))}] into {len(result.segments_created)} "
-        f"[{escape(', '.join(result.segments_created))}]; {result.rows:,} rows, read "
-        f"{human_bytes(result.bytes_read)}, wrote {human_bytes(result.bytes_written)} in "
-        f"{result.seconds:.1f} s; committed version(s) {', '.join(map(str, result.versions))}"
+    inputs, outputs = result.inputs, result.outputs
+    rounds = len(result.versions)
+    say(
+        f"{result.kind}: merged {len(inputs)} segment(s) [{', '.join(inputs)}] into "
+        f"{len(outputs)} [{', '.join(outputs)}]"
+        + (f" in {rounds} rounds" if rounds > 1 else "")
+        + f"; {result.rows:,} rows compacted, read {human_bytes(result.bytes_read)}, wrote "
+        f"{human_bytes(result.bytes_written)} in {result.seconds:.1f} s; committed version(s) "
+        f"{', '.join(map(str, result.versions))}"
     )
 
 
@@ -100,8 +65,8 @@ def compact(
         raise InvalidOptionError(f"--type must be minor, major, custom or handoff, not {kind!r}")
     table = open_for_cli(path, storage_options)
     ids = [s.strip() for s in segments.split(",") if s.strip()] if segments else None
-    with _progress(not as_json and console.is_terminal) as progress:
-        result = table.compact(kind, segments=ids, executor=_executor(progress))  # type: ignore[arg-type]
+    with progress_bar(err_console, kind, enabled=_bars(as_json), unit="work") as progress:
+        result = table.compact(kind, segments=ids, progress=progress)  # type: ignore[arg-type]
     _show_compaction(result, as_json)
 
 
@@ -146,8 +111,8 @@ def handoff(
         closed = table.finish_streaming()
         if closed is not None and not as_json:
             console.print(f"closed STREAMING segment {closed}")
-    with _progress(not as_json and console.is_terminal) as progress:
-        result = table.handoff(executor=_executor(progress))
+    with progress_bar(err_console, "handoff", enabled=_bars(as_json), unit="work") as progress:
+        result = table.handoff(progress=progress)
     _show_compaction(result, as_json)
 
 
@@ -156,7 +121,9 @@ def handoff(
 def clean(
     path: str = typer.Argument(..., help="Table path or URI."),
     retention: str | None = typer.Option(
-        None, "--retention", help="Keep what versions younger than this need (e.g. 7d, 12h)."
+        None,
+        "--retention",
+        help="Keep what versions younger than this need (7d, 12h, or seconds: 3600).",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be deleted."),
     force: bool = typer.Option(False, "--force", help="Allow a retention below 1 hour."),
@@ -165,12 +132,13 @@ def clean(
 ) -> None:
     """Delete data and log files no version within the retention period needs."""
     table = open_for_cli(path, storage_options)
-    result = table.clean(retention, dry_run=dry_run, force=force)
+    with progress_bar(err_console, "clean", enabled=_bars(as_json), unit="bytes") as progress:
+        result = table.clean(retention, dry_run=dry_run, force=force, progress=progress)
     if as_json:
         emit(dataclasses.asdict(result))
         return
     verb = "would delete" if dry_run else "deleted"
-    console.print(
+    say(
         f"{verb} {len(result.files)} data file(s) ({human_bytes(result.bytes)}) and "
         f"{len(result.log_files)} log file(s)"
         + (f"; recorded in version {result.version}" if result.version is not None else "")
@@ -199,7 +167,7 @@ def recover(
         emit(dataclasses.asdict(result))
         return
     verb = "would" if dry_run else "did"
-    console.print(
+    say(
         f"recover {verb}: truncate {len(result.truncated)} file(s), delete {len(result.orphans)} "
         f"orphan(s), free {human_bytes(result.bytes_freed)}; left {len(result.skipped_recent)} recent "
         "file(s) alone"
@@ -220,28 +188,27 @@ def verify(
 ) -> None:
     """Read every committed blocklet; check checksums and statistics. Exit 1 on problems."""
     table = open_for_cli(path, storage_options)
-    result = table.verify(version=version)
+    with progress_bar(err_console, "verify", enabled=_bars(as_json), unit="bytes") as progress:
+        result = table.verify(version=version, progress=progress)
     if as_json:
         emit({**dataclasses.asdict(result), "ok": result.ok})
     else:
         console.print(
-            f"version {result.version}: checked {result.files_checked} file(s), "
-            f"{result.blocklets_checked} blocklet(s), {result.rows_checked:,} rows: "
-            + (
-                "[green]OK[/green]"
-                if result.ok
-                else f"[red]{len(result.problems)} problem(s)[/red]"
+            Text.assemble(
+                f"version {result.version}: checked {result.files_checked} file(s), "
+                f"{result.blocklets_checked} blocklet(s), {result.rows_checked:,} rows: ",
+                ("OK", "green") if result.ok else (f"{len(result.problems)} problem(s)", "red"),
             )
         )
         if result.problems:
-            t = RichTable(title="Problems", title_justify="left")
-            t.add_column("file")
-            t.add_column("offset")
-            t.add_column("problem")
-            for p in result.problems:
-                t.add_row(
-                    escape(p.file), "" if p.offset is None else str(p.offset), escape(p.message)
-                )
-            console.print(t)
+            print_table(
+                console,
+                "Problems",
+                (Col("file"), Col("offset", "right"), Col("problem", squeeze=30)),
+                [
+                    [p.file, "" if p.offset is None else str(p.offset), p.message]
+                    for p in result.problems
+                ],
+            )
     if not result.ok:
         raise typer.Exit(1)

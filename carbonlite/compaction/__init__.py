@@ -15,6 +15,7 @@ from carbonlite.compaction.plan import (
     CompactionTask,
     plan_compaction,
 )
+from carbonlite.compaction.progress import ProgressCallback
 from carbonlite.compaction.recover import RecoverResult
 from carbonlite.compaction.run import CompactionResult, TaskExecutor, run_tasks_locally
 from carbonlite.compaction.verify import Problem, VerifyResult
@@ -26,6 +27,7 @@ __all__ = [
     "CompactionResult",
     "CompactionTask",
     "Problem",
+    "ProgressCallback",
     "RecoverResult",
     "TaskExecutor",
     "TaskResult",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from carbonlite._version import ENGINE
 from carbonlite.arguments import check_seconds
+from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
 from carbonlite.errors import CorruptDataError, InvalidOptionError, UnsupportedFormatError
 from carbonlite.metadata import (
     Action,
@@ -28,7 +29,7 @@ from carbonlite.metadata import (
 )
 from carbonlite.metadata.manifest_plan import merge_pending
 from carbonlite.properties import TableProperties
-from carbonlite.writer.append import now_ms
+from carbonlite.writer.append import elapsed_ms, now_ms
 
 __all__ = ["MIN_RETENTION_SECONDS", "CleanResult", "clean"]
 
@@ -55,6 +56,8 @@ class CleanResult:
 @dataclass(frozen=True)
 class _CleanCommit:
     removed: dict[str, tuple[str, ...]]
+    started_ms: int | None = None
+    writer_id: str | None = None
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -63,22 +66,33 @@ class _CleanCommit:
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         actions: list[Action] = []
-        for sid, files in self.removed.items():
+        files = nbytes = 0
+        for sid, paths in self.removed.items():
             seg = snapshot.segments.get(sid)
-            gone = tuple(f for f in files if seg is not None and f in seg.files)
+            if seg is None:
+                continue  # a concurrent clean recorded it all already
+            gone = tuple(f for f in paths if f in seg.files)
             if gone:  # a concurrent clean may have recorded some already
                 actions.append(FilesRemoved(sid, gone))
+                files += len(gone)
+                nbytes += sum(seg.files[f].committed_length for f in gone)
+        now = now_ms()
         actions.append(
             CommitInfo(
                 operation="CLEAN",
-                timestamp=now_ms(),
+                timestamp=now,
                 data_change=False,
                 read_version=read_version,
+                bytes_removed=nbytes,
                 parameters={
                     "segments": ",".join(self.removed),
                     "files": str(sum(map(len, self.removed.values()))),
                 },
                 engine=ENGINE,
+                files_added=0,
+                files_removed=files,
+                duration_ms=elapsed_ms(self.started_ms, now),
+                writer_id=self.writer_id,
             )
         )
         return actions
@@ -162,7 +176,14 @@ def clean(
     retention_seconds: float | None,
     dry_run: bool,
     force: bool,
+    progress: ProgressCallback | None = None,
+    writer_id: str | None = None,
 ) -> tuple[CleanResult, Snapshot]:
+    """Delete what no version within the retention needs (see the module's documentation).
+
+    ``progress(done, total)`` counts the bytes of the data files deleted (not called in a dry
+    run, nor when there is no data file to delete); ``writer_id`` is recorded in the commit."""
+    started = now_ms()
     snapshot = log.update(snapshot)
     props = TableProperties(snapshot.properties)
     retention = props.deleted_data_retention if retention_seconds is None else retention_seconds
@@ -192,11 +213,18 @@ def clean(
     if dry_run:
         return CleanResult(True, None, files, nbytes, tuple(log_files), retention), snapshot
     storage, root = log.storage, log.root
-    for rel in files:
-        storage.delete(storage.join(root, rel))
+    counter = ProgressCounter(progress, nbytes)
+    for sid, paths in removed.items():
+        seg_files = snapshot.segments[sid].files
+        for rel in paths:
+            storage.delete(storage.join(root, rel))
+            counter.advance(seg_files[rel].committed_length)
+    counter.finish()
     version = None
     if removed:
-        snapshot = commit(log, snapshot, _CleanCommit(removed))
+        snapshot = commit(
+            log, snapshot, _CleanCommit(removed, started_ms=started, writer_id=writer_id)
+        )
         version = snapshot.version
         for sid in removed:
             storage.delete_empty_dirs(storage.join(root, "segments", sid))

@@ -28,7 +28,7 @@ from carbonlite.metadata import (
     Snapshot,
 )
 from carbonlite.storage import Storage
-from carbonlite.writer.append import now_ms
+from carbonlite.writer.append import elapsed_ms, now_ms
 
 __all__ = ["CompactionCommit", "FinishStreamingCommit"]
 
@@ -42,6 +42,9 @@ class CompactionCommit:
     storage: Storage
     root: str
     parameters: dict[str, str] = field(default_factory=dict)
+    started_ms: int | None = None
+    """When the round began (the commit records its duration)."""
+    writer_id: str | None = None
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -93,10 +96,11 @@ class CompactionCommit:
             )
             rows += result.rows
             written += result.bytes_written
+        now = now_ms()
         actions.append(
             CommitInfo(
                 operation=_OPERATIONS[self.plan.kind],
-                timestamp=now_ms(),
+                timestamp=now,
                 data_change=False,
                 read_version=read_version,
                 rows_added=rows,
@@ -110,6 +114,10 @@ class CompactionCommit:
                     **self.parameters,
                 },
                 engine=ENGINE,
+                files_added=sum(len(r.files) for r in self.results),
+                files_removed=sum(len(i.splits) for t in self.plan.tasks for i in t.inputs),
+                duration_ms=elapsed_ms(self.started_ms, now),
+                writer_id=self.writer_id,
             )
         )
         return actions
@@ -120,20 +128,27 @@ class FinishStreamingCommit:
     """Close a STREAMING segment for appends (writers move on to a new one)."""
 
     segment_id: str
+    started_ms: int | None = None
+    writer_id: str | None = None
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
         return (SegmentStreaming(self.segment_id),)
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
+        now = now_ms()
         return [
             SegmentStatusChanged(self.segment_id, "STREAMING_FINISH"),
             CommitInfo(
                 operation="FINISH STREAMING",
-                timestamp=now_ms(),
+                timestamp=now,
                 data_change=False,
                 read_version=read_version,
                 parameters={"segment": self.segment_id},
                 engine=ENGINE,
+                files_added=0,
+                files_removed=0,
+                duration_ms=elapsed_ms(self.started_ms, now),
+                writer_id=self.writer_id,
             ),
         ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +18,10 @@ import pyarrow as pa
 
 from carbonlite.compaction.plan import CompactionTask
 from carbonlite.format import BlockletFileWriter
-from carbonlite.metadata import BlockletsAppended
-from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.format.pages import ordered_map
+from carbonlite.metadata import BlockletEntry, BlockletsAppended
+from carbonlite.reader.planner import Split
+from carbonlite.reader.scan import SplitReader
 from carbonlite.storage import open_storage
 from carbonlite.writer.stream_file import to_entry
 
@@ -52,20 +54,35 @@ def execute_task(
     uri: str,
     schema: pa.Schema,
     storage_options: Mapping[str, Any] | None = None,
+    *,
+    progress: Callable[[int], None] | None = None,
 ) -> TaskResult:
     """Read every input blocklet of ``task`` (committed bytes only), sort by the table's sort
-    columns, and write the rows as large blocklets into new files of segment ``output_id``."""
+    columns, and write the rows as large blocklets into new files of segment ``output_id``.
+
+    ``progress(n)`` is told of work as it is done, ``2 * task.num_bytes`` in all: each input
+    byte once when it is read, and once more when the rows it held are written out."""
     started = time.perf_counter()
+    advance = progress or (lambda _n: None)
     storage, root = open_storage(uri, dict(storage_options or {}) or None)
     reader = SplitReader(storage, root, schema, storage_options=storage_options)
     try:
-        splits = [s for i in task.inputs for s in i.splits]
-        table = pa.Table.from_batches(
-            list(read_splits(reader, splits, schema, None)), schema=schema
-        )
+        blocklets = [(s, b) for i in task.inputs for s in i.splits for b in s.blocklets]
+
+        def read(item: tuple[Split, BlockletEntry]) -> pa.RecordBatch:
+            return reader.read_blocklet(item[0], item[1], schema, None)
+
+        batches = []
+        for (_, entry), batch in zip(blocklets, ordered_map(read, blocklets), strict=True):
+            if batch.num_rows:
+                batches.append(batch)
+            advance(entry.length)
+        table = pa.Table.from_batches(batches, schema=schema)
     finally:
         reader.close()
+    advance(task.num_bytes - sum(entry.length for _, entry in blocklets))  # file headers
     table = _sorted(table, task.sort_columns).combine_chunks()
+    reported = 0  # of the task's bytes, for the rows written so far
     files: list[BlockletsAppended] = []
     written = 0
     offset = 0
@@ -84,6 +101,9 @@ def execute_task(
                 chunk = table.slice(offset, step)
                 metas.extend(writer.write(chunk, max_rows=task.blocklet_rows))
                 offset += chunk.num_rows
+                share = task.num_bytes * offset // table.num_rows
+                advance(share - reported)
+                reported = share
         finally:
             writer.close()
         files.append(
@@ -96,6 +116,7 @@ def execute_task(
             )
         )
         written += writer.length
+    advance(task.num_bytes - reported)  # a task with no rows writes nothing
     return TaskResult(
         task_id=task.task_id,
         output_id=task.output_id,

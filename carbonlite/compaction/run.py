@@ -19,9 +19,11 @@ import pyarrow as pa
 from carbonlite.compaction.commit import CompactionCommit, FinishStreamingCommit
 from carbonlite.compaction.execute import TaskResult, execute_task
 from carbonlite.compaction.plan import CompactionKind, CompactionTask, plan_compaction
+from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
 from carbonlite.errors import CommitConflictError
 from carbonlite.metadata import Log, Snapshot, commit
 from carbonlite.storage import Storage
+from carbonlite.writer.append import now_ms
 from carbonlite.writer.lease import Lease
 
 __all__ = [
@@ -42,7 +44,12 @@ TaskExecutor = Callable[
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
-    """What a handoff or compaction did (all rounds of it)."""
+    """What a handoff or compaction did (all rounds of it).
+
+    A minor compaction may merge again, in a later round, segments it created in an earlier
+    one: ``segments_compacted`` and ``segments_created`` list every segment of every round,
+    ``rows`` counts each row once (the rows of the segments that were there before it ran),
+    and ``bytes_read`` / ``bytes_written`` are what every round read and wrote."""
 
     kind: str
     versions: tuple[int, ...]
@@ -50,9 +57,22 @@ class CompactionResult:
     segments_compacted: tuple[str, ...]
     segments_created: tuple[str, ...]
     rows: int
+    """Rows compacted: those of the input segments that existed before the run, each once."""
     bytes_read: int
     bytes_written: int
     seconds: float
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The segments merged that existed before the run (not those of an earlier round)."""
+        created = set(self.segments_created)
+        return tuple(s for s in self.segments_compacted if s not in created)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The segments the run left behind (not those a later round merged again)."""
+        merged = set(self.segments_compacted)
+        return tuple(s for s in self.segments_created if s not in merged)
 
     @property
     def version(self) -> int | None:
@@ -67,12 +87,14 @@ def run_tasks_locally(
     storage_options: Mapping[str, Any],
     *,
     on_done: Callable[[TaskResult], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[TaskResult]:
     """Run tasks here, two at a time (each task also decodes and encodes in parallel);
-    ``on_done`` is called with each result as its task finishes (from a worker thread)."""
+    ``on_done`` is called with each result as its task finishes (from a worker thread), and
+    ``progress(n)`` as each task reads and writes (see :func:`execute_task`)."""
 
     def one(task: CompactionTask) -> TaskResult:
-        result = execute_task(task, uri, schema, storage_options)
+        result = execute_task(task, uri, schema, storage_options, progress=progress)
         if on_done is not None:
             on_done(result)
         return result
@@ -100,38 +122,64 @@ def run_compaction(
     storage_options: Mapping[str, Any],
     segments: Sequence[str] | None = None,
     executor: TaskExecutor | None = None,
+    progress: ProgressCallback | None = None,
+    writer_id: str | None = None,
 ) -> tuple[CompactionResult, Snapshot]:
     """Run ``kind`` to completion: minor compaction repeats while a level fills up (4 level-0
-    segments make a level-1 one, which may complete a group of level-1 segments, ...)."""
+    segments make a level-1 one, which may complete a group of level-1 segments, ...).
+
+    ``progress(done, total)`` counts bytes (``carbonlite/compaction/progress.py``): twice the
+    input bytes of each round, once as they are read and once as their rows are written; a
+    further round adds to the total. Tasks that run elsewhere (``executor``) report only when
+    their round is done. ``writer_id`` is recorded in each commit."""
     started = time.perf_counter()
-    run = executor or run_tasks_locally
+    counter = ProgressCounter(progress)
+
+    def run_here(
+        tasks: Sequence[CompactionTask],
+        uri: str,
+        schema: pa.Schema,
+        storage_options: Mapping[str, Any],
+    ) -> list[TaskResult]:
+        return run_tasks_locally(tasks, uri, schema, storage_options, progress=counter.advance)
+
+    run: TaskExecutor = executor or run_here
     versions: list[int] = []
     compacted: list[str] = []
     created: list[str] = []
     rows = read = written = 0
-    rounds = 0
     while True:
+        round_started = now_ms()
         snapshot = log.update(snapshot)
         plan = plan_compaction(snapshot, kind, segments)
         if not plan.tasks:
             break
+        counter.add_total(2 * sum(t.num_bytes for t in plan.tasks))
         outputs = [f"segments/{t.output_id}/" for t in plan.tasks]
         with Lease(log.storage, log.root, owner=kind, paths=outputs) as lease:
             results = run(plan.tasks, log.uri, snapshot.schema, storage_options)
-            pending = CompactionCommit(plan, tuple(results), log.storage, log.root)
+            pending = CompactionCommit(
+                plan,
+                tuple(results),
+                log.storage,
+                log.root,
+                started_ms=round_started,
+                writer_id=writer_id,
+            )
             try:
                 lease.check()
                 snapshot = commit(log, snapshot, pending)
             except CommitConflictError:
                 _discard_outputs(log.storage, log.root, results)
                 raise
+        counter.finish()
         versions.append(snapshot.version)
+        earlier = set(created)  # made by an earlier round: their rows are counted already
+        rows += sum(i.num_rows for t in plan.tasks for i in t.inputs if i.segment_id not in earlier)
         compacted.extend(plan.input_segments)
         created.extend(t.output_id for t in plan.tasks)
-        rows += sum(r.rows for r in results)
         read += sum(r.bytes_read for r in results)
         written += sum(r.bytes_written for r in results)
-        rounds += 1
         if kind != "minor":
             break
     result = CompactionResult(
@@ -147,14 +195,18 @@ def run_compaction(
     return result, snapshot
 
 
-def finish_streaming(log: Log, snapshot: Snapshot) -> tuple[str | None, Snapshot]:
+def finish_streaming(
+    log: Log, snapshot: Snapshot, *, writer_id: str | None = None
+) -> tuple[str | None, Snapshot]:
     """Close the current STREAMING segment; (its id, new snapshot), or (None, same) if none."""
+    started = now_ms()
     snapshot = log.update(snapshot)
     seg = snapshot.streaming_segment()
     if seg is None:
         return None, snapshot
+    pending = FinishStreamingCommit(seg.segment_id, started_ms=started, writer_id=writer_id)
     try:
-        return seg.segment_id, commit(log, snapshot, FinishStreamingCommit(seg.segment_id))
+        return seg.segment_id, commit(log, snapshot, pending)
     except CommitConflictError:
         # Someone else closed it first (a roll-over): the segment is closed either way.
         return seg.segment_id, log.update(snapshot)

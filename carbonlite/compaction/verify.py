@@ -9,12 +9,13 @@ raised, so one damaged file does not hide the state of the others.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
 from carbonlite.errors import CarbonLiteError
 from carbonlite.format import BlockletFileReader, BlockletMeta
 from carbonlite.format.pages import ordered_map
@@ -77,7 +78,10 @@ def _check_file(
     f: FileState,
     types: Mapping[str, pa.DataType],
     storage_options: Mapping[str, Any] | None,
+    advance: Callable[[int], None],
 ) -> Iterator[Problem]:
+    """The problems of one file; ``advance(n)`` is told of each blocklet's bytes as it is
+    checked (the caller counts the rest of the file's committed length once it is done)."""
     storage, root = log.storage, log.root
     path = storage.join(root, f.path)
     try:
@@ -118,19 +122,32 @@ def _check_file(
                 f"the file holds {len(scanned)} blocklets up to its committed length but the log lists "
                 f"{len(logged)}; they first differ at blocklet {first}",
             )
-        for problems in ordered_map(lambda b: _check_blocklet(reader, f, b, types), f.blocklets):
+        checked = ordered_map(lambda b: _check_blocklet(reader, f, b, types), f.blocklets)
+        for entry, problems in zip(f.blocklets, checked, strict=True):
+            advance(entry.length)
             yield from problems
 
 
 def verify(
-    log: Log, snapshot: Snapshot, *, storage_options: Mapping[str, Any] | None = None
+    log: Log,
+    snapshot: Snapshot,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> VerifyResult:
+    """Check every live file of ``snapshot``. ``progress(done, total)`` counts committed bytes,
+    advancing as each blocklet is checked (``carbonlite/compaction/progress.py``)."""
     types = {field.name: field.type for field in snapshot.schema}
     problems: list[Problem] = []
     files = blocklets = rows = 0
-    for _seg, f in snapshot.iter_files():
+    live = list(snapshot.iter_files())
+    counter = ProgressCounter(progress, sum(f.committed_length for _, f in live))
+    for _seg, f in live:
         files += 1
         blocklets += len(f.blocklets)
         rows += f.num_rows
-        problems.extend(_check_file(log, f, types, storage_options))
+        before = counter.done
+        problems.extend(_check_file(log, f, types, storage_options, counter.advance))
+        counter.advance(f.committed_length - (counter.done - before))  # headers, or a bad file
+    counter.finish()
     return VerifyResult(snapshot.version, files, blocklets, rows, tuple(problems))

@@ -150,6 +150,15 @@ class CommitInfo:
     commit_id: str = ""
     """Unique per commit call (the same on every retry of it): lets a writer whose conditional
     write reported failure recognise the version as its own ("" in versions of old writers)."""
+    files_added: int | None = None
+    """Data files the commit created (None in versions of writers before these metrics)."""
+    files_removed: int | None = None
+    """Data files the commit took out of the table (compaction inputs, overwritten segments;
+    for ``CLEAN``, the data files it deleted)."""
+    duration_ms: int | None = None
+    """How long the operation took, from its start to this commit (None: not recorded)."""
+    writer_id: str | None = None
+    """The writer identity that made the commit (None: not recorded)."""
 
 
 Action = (

@@ -53,6 +53,11 @@ _KEYS = {
 }
 
 
+_OPTIONAL_COMMIT_METRICS = ("files_added", "files_removed", "duration_ms", "writer_id")
+"""Optional commitInfo keys: written only when known, None when absent (older writers).
+Readers before them ignore them, so they need no new log format version."""
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -183,6 +188,10 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
         }
         if action.commit_id:
             body["commit_id"] = action.commit_id
+        for key in _OPTIONAL_COMMIT_METRICS:  # written when known; absent in older versions
+            value = getattr(action, key)
+            if value is not None:
+                body[key] = value
     else:  # pragma: no cover - the Action union is closed
         raise TypeError(f"not a log action: {action!r}")
     return {_KEYS[type(action)]: body}
@@ -245,6 +254,10 @@ def _action_from_json(
             parameters=dict(body.get("parameters", {})),
             engine=body.get("engine", ""),
             commit_id=body.get("commit_id", ""),
+            files_added=body.get("files_added"),
+            files_removed=body.get("files_removed"),
+            duration_ms=body.get("duration_ms"),
+            writer_id=body.get("writer_id"),
         )
     raise ValueError(f"unknown log action {key!r}")  # decode_actions refuses these first
 

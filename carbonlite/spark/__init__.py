@@ -14,7 +14,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["compact", "local_session", "register"]
+__all__ = ["QUIET_LOG4J2", "compact", "local_session", "register"]
+
+QUIET_LOG4J2 = "log4j2-quiet.properties"
+"""The log4j2 configuration :func:`local_session` gives Spark's JVM (next to this module)."""
 
 
 def compact(spark: Any, path: str, kind: str = "minor", **kwargs: Any) -> Any:
@@ -52,8 +55,11 @@ def local_session(
     app_name: str = "carbonlite",
     config: Mapping[str, str] | None = None,
 ) -> Any:
-    """A quiet ``SparkSession`` (no UI, no progress bars, ERROR logging, UTC session time
-    zone, 2 shuffle partitions) with CarbonLite registered, for local work and tests.
+    """A quiet ``SparkSession`` (no UI, no progress bars, ERROR logging from the start, UTC
+    session time zone, 2 shuffle partitions) with CarbonLite registered, for local work and
+    tests. Spark's JVM logs with ``log4j2-quiet.properties`` (errors only), so even its
+    start-up warnings stay out of the output, unless ``config`` gives
+    ``spark.driver.extraJavaOptions`` with a ``log4j2.configurationFile`` of its own.
 
     Spark's Python workers run this interpreter unless ``PYSPARK_PYTHON`` says otherwise.
     ``config`` adds or overrides Spark settings. An active session is reused as it is
@@ -70,6 +76,12 @@ def local_session(
         "spark.sql.session.timeZone": "UTC",
         **(config or {}),
     }
+    java_options = settings.get("spark.driver.extraJavaOptions", "")
+    if "log4j2.configurationFile" not in java_options:
+        quiet = os.path.join(os.path.dirname(os.path.abspath(__file__)), QUIET_LOG4J2)
+        settings["spark.driver.extraJavaOptions"] = (
+            f"{java_options} -Dlog4j2.configurationFile=file:{quiet}".strip()
+        )
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -4,17 +4,23 @@
 ``trigger(availableNow=True)`` and ``maxFilesPerTrigger``, 3. read the table back with a
 filter (pruned by min/max), 4. stream it out again with ``readStream`` into a second table
 (a complete-mode aggregation), 5. show the table's history and segments.
+
+Spark's own output (the JVM's, its Python workers', and Python warnings raised meanwhile)
+goes to ``spark.log`` in the demo's directory, never into the demo's output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +28,10 @@ import pyarrow.parquet as pq
 
 from carbonlite.spark import local_session
 
-__all__ = ["DemoReport", "event_table", "run_demo"]
+__all__ = ["SPARK_LOG", "DemoReport", "StreamProgress", "event_table", "run_demo"]
+
+SPARK_LOG = "spark.log"
+"""Where, in the demo's directory, Spark's own output goes."""
 
 EVENT_KINDS = ("click", "view", "purchase", "signup", "logout", "search", "share", "like")
 DAY_START = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
@@ -53,6 +62,73 @@ class DemoReport:
     steps: list[tuple[str, float]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def table(self) -> str:
+        """The events table the demo streamed into."""
+        return os.path.join(self.directory, "events")
+
+    @property
+    def spark_log(self) -> str:
+        return os.path.join(self.directory, SPARK_LOG)
+
+
+StreamProgress = Callable[[int, int, int], None]
+"""``progress(rows_in, batches_committed, batches_expected)`` while the events stream in: rows
+and micro-batches committed to the table so far (read from the table itself)."""
+
+ProgressDisplay = Callable[[], AbstractContextManager[StreamProgress | None]]
+"""Opened for the streaming step only: gives the :data:`StreamProgress` to call meanwhile."""
+
+
+@contextmanager
+def _process_output_to(log: TextIO) -> Iterator[None]:
+    """Point this process's stdout and stderr (file descriptors 1 and 2) at ``log`` while
+    Spark's JVM starts: the JVM inherits them, so what it prints from then on (its start-up
+    warnings, its log, its Python workers' output) lands in ``log``. Python's own
+    ``sys.stdout`` and ``sys.stderr`` are flushed first and are back afterwards."""
+    try:
+        targets = [sys.__stdout__.fileno(), sys.__stderr__.fileno()]  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):  # no real descriptors (embedded, tests)
+        yield
+        return
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            stream.flush()
+    saved = [os.dup(fd) for fd in targets]
+    try:
+        for fd in targets:
+            os.dup2(log.fileno(), fd)
+        yield
+    finally:
+        for stream in (sys.__stdout__, sys.__stderr__):
+            if stream is not None:
+                stream.flush()
+        for fd, copy in zip(targets, saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+@contextmanager
+def _warnings_to(log: TextIO) -> Iterator[None]:
+    """Python warnings raised meanwhile (pyspark's about the pandas version, ...) go to
+    ``log``, like Spark's own."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            log.write(warnings.formatwarning(message, category, filename, lineno, line))
+            log.flush()
+
+        warnings.showwarning = show
+        yield
+
 
 @contextmanager
 def _step(report: DemoReport, say: Callable[[str], None], title: str) -> Iterator[None]:
@@ -71,13 +147,34 @@ def run_demo(
     files: int = 10,
     say: Callable[[str], None] = print,
     master: str = "local[2]",
+    progress: ProgressDisplay | None = None,
 ) -> DemoReport:
-    """Run the whole pipeline in ``directory`` and return what it did."""
+    """Run the whole pipeline in ``directory`` and return what it did. ``say`` gets the
+    narrative (rich markup); ``progress`` is opened while the events stream in and told how
+    far they got as it changes (see :data:`ProgressDisplay`); Spark's own
+    output goes to ``spark.log`` there."""
+    os.makedirs(directory, exist_ok=True)
+    with (
+        open(os.path.join(directory, SPARK_LOG), "a", encoding="utf-8") as log,
+        _warnings_to(log),
+    ):
+        return _run(directory, rows, files, say, master, progress, log)
+
+
+def _run(
+    directory: str,
+    rows: int,
+    files: int,
+    say: Callable[[str], None],
+    master: str,
+    progress: ProgressDisplay | None,
+    log: TextIO,
+) -> DemoReport:
     import carbonlite as cl
 
     report = DemoReport(directory)
     source = os.path.join(directory, "source")
-    events = os.path.join(directory, "events")
+    events = report.table
     counts = os.path.join(directory, "kind_counts")
     checkpoints = os.path.join(directory, "_checkpoints")
     os.makedirs(source, exist_ok=True)
@@ -91,7 +188,9 @@ def run_demo(
             )
 
     with _step(report, say, "2. start Spark (local) and register the carbonlite source"):
-        spark = local_session(master, app_name="carbonlite-demo")
+        with _process_output_to(log):
+            spark = local_session(master, app_name="carbonlite-demo")
+        say(f"    Spark's own log: {report.spark_log}")
 
     with _step(
         report,
@@ -110,7 +209,8 @@ def run_demo(
             .trigger(availableNow=True)
             .start(events)
         )
-        query.awaitTermination()
+        with progress() if progress is not None else nullcontext(None) as update:
+            _follow(query, events, files, update)
         t = cl.open_table(events)
         report.facts["ingested_rows"] = t.count_rows()
         report.facts["micro_batches"] = len(query.recentProgress)
@@ -164,7 +264,9 @@ def run_demo(
         say(
             f"    {len(query.recentProgress)} micro-batches; counts per kind add up to {total:,} rows"
         )
-        for row in sorted(result.to_pylist(), key=lambda r: r["kind"]):
+        per_kind = sorted(result.to_pylist(), key=lambda r: r["kind"])
+        report.facts["counts"] = {r["kind"]: r["count"] for r in per_kind}
+        for row in per_kind:
             say(f"      {row['kind']:<9} {row['count']:>10,}")
 
     t = cl.open_table(events)
@@ -177,6 +279,29 @@ def run_demo(
         )
     spark.stop()
     return report
+
+
+def _follow(query: Any, path: str, expected: int, progress: StreamProgress | None) -> None:
+    """Wait for the streaming ``query`` into the table at ``path``, telling ``progress`` of
+    the rows and micro-batches committed so far whenever they change."""
+    import carbonlite as cl
+    from carbonlite.errors import TableNotFoundError
+
+    last = (-1, -1)
+    table = None
+    while True:
+        finished = query.awaitTermination(0.25)
+        if progress is not None:
+            with contextlib.suppress(TableNotFoundError):  # made by the first micro-batch
+                table = table.refresh() if table is not None else cl.open_table(path)
+            if table is not None:
+                batch = table.transaction_version(query.id)
+                now = (table.count_rows(), 0 if batch is None else batch + 1)
+                if now != last:
+                    progress(now[0], now[1], expected)
+                    last = now
+        if finished:
+            return
 
 
 def _ddl(schema: pa.Schema) -> str:

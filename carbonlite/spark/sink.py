@@ -43,6 +43,7 @@ from carbonlite.writer.append import (
     AppendCommit,
     TableWriter,
     lock_path,
+    now_ms,
 )
 from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.lease import Lease
@@ -79,6 +80,8 @@ class SinkPlan:
     blocklet_max_bytes: int = 64 * 1024 * 1024
     compression_level: int = 1
     read_version: int = 0
+    planned_ms: int | None = None
+    """When the driver planned the batch: its commit records the duration from here."""
 
 
 def _tag(app_id: str) -> str:
@@ -133,6 +136,7 @@ def plan_sink(table: Table, *, overwrite: bool, skip: bool = False) -> SinkPlan:
         blocklet_max_bytes=props.blocklet_max_bytes,
         compression_level=props.compression_level,
         read_version=snap.version,
+        planned_ms=now_ms(),
     )
 
 
@@ -209,6 +213,7 @@ def commit_messages(
         overwrite=plan.overwrite,
         operation=operation,
         parameters=parameters,
+        started_ms=plan.planned_ms,
     )
     writer.commit(table.log, table.refresh().snapshot(), pending, read_version=plan.read_version)
 

@@ -53,7 +53,15 @@ from carbonlite.writer.batches import (
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 
-__all__ = ["AppendCommit", "CommitResult", "TableWriter", "lock_path", "now_ms", "owner_lock_paths"]
+__all__ = [
+    "AppendCommit",
+    "CommitResult",
+    "TableWriter",
+    "elapsed_ms",
+    "lock_path",
+    "now_ms",
+    "owner_lock_paths",
+]
 
 _MAX_RELOCATIONS = 10
 LOCK_DIR = "_carbonlite/locks"
@@ -81,6 +89,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def elapsed_ms(started_ms: int | None, now: int | None = None) -> int | None:
+    """Milliseconds since ``started_ms`` (None when the start was not recorded)."""
+    if started_ms is None:
+        return None
+    return max(0, (now_ms() if now is None else now) - started_ms)
+
+
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     """What a write did."""
@@ -105,6 +120,10 @@ class AppendCommit:
     parameters: Mapping[str, str] = field(default_factory=dict)
     metadata: tuple[TableMetadata, TableMetadata] | None = None
     """(read, new) table metadata when the commit also changes it (``schema_mode="merge"``)."""
+    started_ms: int | None = None
+    """When the write began (its commit records the duration; None: not recorded)."""
+    writer_id: str | None = None
+    """The writer committing it (set by :meth:`TableWriter.commit`)."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -137,13 +156,14 @@ class AppendCommit:
             for sid in sorted(self.new_segments)
             if sid not in snapshot.segments
         )
-        rows_removed = bytes_removed = 0
+        rows_removed = bytes_removed = files_removed = 0
         if self.overwrite:
             for seg in snapshot.live_segments():
                 if seg.segment_id not in self.new_segments:
                     actions.append(SegmentStatusChanged(seg.segment_id, "MARKED_FOR_DELETE"))
                     rows_removed += seg.num_rows
                     bytes_removed += seg.num_bytes
+                    files_removed += len(seg.files)
         actions.extend(self.appends)
         limit = TableProperties(snapshot.properties).streaming_segment_max_bytes
         for sid in sorted({a.segment_id for a in self.appends}):
@@ -155,10 +175,11 @@ class AppendCommit:
                 actions.append(SegmentStatusChanged(sid, "STREAMING_FINISH"))
         if self.txn is not None:
             actions.append(self.txn)
+        now = now_ms()
         actions.append(
             CommitInfo(
                 operation=self.operation,
-                timestamp=now_ms(),
+                timestamp=now,
                 data_change=True,
                 read_version=read_version,
                 rows_added=sum(a.num_rows for a in self.appends),
@@ -167,6 +188,10 @@ class AppendCommit:
                 bytes_removed=bytes_removed,
                 parameters=dict(self.parameters),
                 engine=ENGINE,
+                files_added=sum(1 for a in self.appends if a.start == 0),
+                files_removed=files_removed,
+                duration_ms=elapsed_ms(self.started_ms, now),
+                writer_id=self.writer_id,
             )
         )
         return actions
@@ -280,6 +305,7 @@ class TableWriter:
         """Write ``data`` and commit it as one version; returns the result and new snapshot.
         With ``merge_schema``, columns of ``data`` the table lacks are added in the same
         version."""
+        started = now_ms()
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
         with self.owned():
             snapshot = log.update(snapshot)  # committed lengths as of now, under the lock
@@ -298,6 +324,7 @@ class TableWriter:
                     overwrite=overwrite,
                     operation=operation,
                     merge_schema=merge_schema,
+                    started_ms=started,
                 )
 
     def _write_and_commit(
@@ -311,6 +338,7 @@ class TableWriter:
         overwrite: bool,
         operation: str,
         merge_schema: bool,
+        started_ms: int,
     ) -> tuple[CommitResult, Snapshot]:
         props = TableProperties(snapshot.properties)
         schema = snapshot.schema
@@ -358,6 +386,7 @@ class TableWriter:
             operation=operation,
             parameters=parameters,
             metadata=metadata,
+            started_ms=started_ms,
         )
         if lease is not None:
             lease.check()
@@ -384,6 +413,8 @@ class TableWriter:
     ) -> tuple[CommitResult, Snapshot]:
         rows = sum(a.num_rows for a in pending.appends)
         self._check_written(pending)
+        if pending.writer_id is None:
+            pending = replace(pending, writer_id=self.writer_id)
         for _ in range(_MAX_RELOCATIONS):
             try:
                 committed = commit(log, snapshot, pending, read_version=read_version)

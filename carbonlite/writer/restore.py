@@ -49,7 +49,7 @@ from carbonlite.metadata import (
     TableMetadata,
 )
 from carbonlite.storage import Storage
-from carbonlite.writer.append import now_ms
+from carbonlite.writer.append import elapsed_ms, now_ms
 from carbonlite.writer.stream_file import copy_blocklets
 
 __all__ = ["RestoreCommit", "plan_restore"]
@@ -74,6 +74,10 @@ class RestoreCommit:
     rows_removed: int
     bytes_removed: int
     parameters: Mapping[str, str]
+    files_removed: int = 0
+    """Files of the segments marked for delete."""
+    started_ms: int | None = None
+    writer_id: str | None = None
 
     @property
     def rows_added(self) -> int:
@@ -96,10 +100,11 @@ class RestoreCommit:
         for added, appends in self.copies:
             actions.append(added)
             actions.extend(appends)
+        now = now_ms()
         actions.append(
             CommitInfo(
                 operation="RESTORE",
-                timestamp=now_ms(),
+                timestamp=now,
                 data_change=self.data_change,
                 read_version=read_version,
                 rows_added=self.rows_added,
@@ -108,6 +113,10 @@ class RestoreCommit:
                 bytes_removed=self.bytes_removed,
                 parameters=dict(self.parameters),
                 engine=ENGINE,
+                files_added=sum(1 for _, appends in self.copies for a in appends if a.start == 0),
+                files_removed=self.files_removed,
+                duration_ms=elapsed_ms(self.started_ms, now),
+                writer_id=self.writer_id,
             )
         )
         return actions
@@ -228,5 +237,6 @@ def plan_restore(
         data_change=now.data_version > target.version,
         rows_removed=sum(live[sid].num_rows for sid in dead),
         bytes_removed=sum(live[sid].num_bytes for sid in dead),
+        files_removed=sum(len(live[sid].files) for sid in dead),
         parameters=parameters,
     )

@@ -25,7 +25,7 @@ from carbonlite.metadata import (
     TableMetadata,
 )
 from carbonlite.properties import PROPERTIES, validate_properties
-from carbonlite.writer.append import now_ms
+from carbonlite.writer.append import elapsed_ms, now_ms
 
 __all__ = ["MetadataCommit", "with_columns", "with_properties", "without_properties"]
 
@@ -38,21 +38,28 @@ class MetadataCommit:
     metadata: TableMetadata
     operation: str
     parameters: Mapping[str, str]
+    started_ms: int | None = None
+    writer_id: str | None = None
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
         return (MetadataUnchanged(self.base),)
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
+        now = now_ms()
         return [
             self.metadata,
             CommitInfo(
                 operation=self.operation,
-                timestamp=now_ms(),
+                timestamp=now,
                 data_change=False,
                 read_version=read_version,
                 parameters=dict(self.parameters),
                 engine=ENGINE,
+                files_added=0,
+                files_removed=0,
+                duration_ms=elapsed_ms(self.started_ms, now),
+                writer_id=self.writer_id,
             ),
         ]
 

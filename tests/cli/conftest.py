@@ -21,6 +21,7 @@ COMMANDS = (
     "inspect",
     "segments",
     "history",
+    "files",
     "compact",
     "handoff",
     "clean",
@@ -46,8 +47,10 @@ class Run:
         return json.loads(self.stdout)
 
 
-def invoke(*args: object) -> Run:
-    result = CliRunner().invoke(app, [str(a) for a in args])
+def invoke(*args: object, columns: int | None = None) -> Run:
+    """Run ``carbonlite *args``; ``columns``: as if ``COLUMNS`` said the output is that wide."""
+    env = {"COLUMNS": None if columns is None else str(columns)}  # None: unset, a pipe's width
+    result = CliRunner().invoke(app, [str(a) for a in args], env=env)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception  # a crash, not an error the command reported
     return Run(result.exit_code, result.stdout, result.stderr)

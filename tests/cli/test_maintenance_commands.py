@@ -13,9 +13,9 @@ import pytest
 from rich.progress import Progress
 
 import carbonlite as cl
-from carbonlite.cli.app import console
+from carbonlite.cli.app import err_console
 from tests.cli.conftest import FINISHED, SEGMENT_ROWS, TOTAL_ROWS, Run
-from tests.compaction.lifecycle import assert_rows
+from tests.compaction.lifecycle import SCHEMA, assert_rows, make_rows
 
 
 def files_of(path: Path, status: str) -> set[str]:
@@ -102,32 +102,135 @@ def test_compact_human(cli: Callable[..., Run], table: Path) -> None:
     assert "committed version(s) 18" in out
 
 
-def test_handoff_on_a_terminal_shows_a_progress_bar(
-    cli: Callable[..., Run], table: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+def progress_updates(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    """Stderr taken for a terminal; every progress bar update as (description, done, total)."""
+    monkeypatch.setattr(err_console, "_force_terminal", True)
+    updates: list[tuple[str, int, int]] = []
+    real_update = Progress.update
+
+    def update(self: Progress, task_id: Any, **kwargs: Any) -> None:
+        if "completed" in kwargs:
+            task = self._tasks[task_id]
+            updates.append((task.description, kwargs["completed"], kwargs["total"]))
+        real_update(self, task_id, **kwargs)
+
+    monkeypatch.setattr(Progress, "update", update)
+    return updates
+
+
+def assert_moves_to_the_end(updates: list[tuple[str, int, int]], total: int) -> None:
+    done = [d for _, d, _ in updates]
+    assert done == sorted(done), "progress went backwards"
+    assert all(0 <= d <= t for _, d, t in updates)
+    assert updates[-1][1:] == (total, total)
+
+
+def test_handoff_on_a_terminal_shows_a_progress_bar_by_bytes(
+    cli: Callable[..., Run], table: Path, progress_updates: list[tuple[str, int, int]]
 ) -> None:
-    """On a terminal the tasks run with a progress bar that counts them as they finish."""
-    monkeypatch.setattr(console, "_force_terminal", True)
-    bars: list[tuple[str, float | None]] = []
-    advanced: list[float] = []
-    real_add, real_advance = Progress.add_task, Progress.advance
-
-    def add_task(self: Progress, description: str, **kwargs: Any) -> Any:
-        bars.append((description, kwargs.get("total")))
-        return real_add(self, description, **kwargs)
-
-    def advance(self: Progress, task_id: Any, advance: float = 1) -> None:
-        advanced.append(advance)
-        real_advance(self, task_id, advance)
-
-    monkeypatch.setattr(Progress, "add_task", add_task)
-    monkeypatch.setattr(Progress, "advance", advance)
-    out = cli("handoff", table).stdout
-    assert bars == [(f"merging into {FINISHED} segment(s)", FINISHED)]
-    assert advanced == [1] * FINISHED
-    assert f"handoff: merged {FINISHED} segment(s)" in out
+    """On a terminal a bar on stderr moves as the tasks read and write (twice the bytes of
+    the inputs in all), not once per segment; stdout holds only the result."""
+    finished = [s for s in cl.open_table(table).segments() if s.status == "STREAMING_FINISH"]
+    run = cli("handoff", table)
+    assert run.stdout.startswith(f"handoff: merged {FINISHED} segment(s)")
+    assert len(run.stdout.splitlines()) == 1
+    assert {d for d, _, _ in progress_updates} == {"handoff"}
+    assert_moves_to_the_end(progress_updates, 2 * sum(s.bytes for s in finished))
+    assert len({d for _, d, _ in progress_updates}) > FINISHED  # finer than one per segment
     t = cl.open_table(table)
     assert [s.status for s in t.segments()].count("COMPACTED") == FINISHED
     assert_rows(t.to_arrow(), range(TOTAL_ROWS))
+
+
+@pytest.mark.parametrize("command", ["verify", "clean", "compact"])
+def test_every_long_command_shows_a_progress_bar_on_a_terminal(
+    cli: Callable[..., Run],
+    table: Path,
+    progress_updates: list[tuple[str, int, int]],
+    command: str,
+) -> None:
+    t = cl.open_table(table)
+    t.handoff()
+    snap = t.snapshot()
+    sizes = {s.id: s.bytes for s in t.segments()}
+    if command == "verify":
+        run = cli("verify", table)
+        total = sum(f.committed_length for _, f in snap.iter_files())
+        blocklets = sum(f.num_blocklets for _, f in snap.iter_files())
+        assert len({d for _, d, _ in progress_updates}) >= blocklets  # one step per blocklet
+    elif command == "clean":
+        run = cli("clean", table, "--retention", "0s", "--force")
+        total = sum(sizes[str(n)] for n in range(FINISHED))  # the handed-off segments' files
+    else:
+        run = cli("compact", table, "--type", "minor")
+        total = 2 * sum(sizes[s] for s in ("0.0", "1.0", "2.0", "3.0"))
+    assert run.exit_code == 0, run.stderr
+    assert {d for d, _, _ in progress_updates} == {"minor" if command == "compact" else command}
+    assert_moves_to_the_end(progress_updates, total)
+
+
+def test_no_progress_bar_with_json_or_when_stderr_is_not_a_terminal(
+    cli: Callable[..., Run], table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+    real_init = Progress.__init__
+
+    def init(self: Progress, *args: Any, **kwargs: Any) -> None:
+        started.append("bar")
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Progress, "__init__", init)
+    piped = cli("handoff", table)  # CliRunner: stderr is not a terminal
+    assert piped.stderr == "" and started == []
+    monkeypatch.setattr(err_console, "_force_terminal", True)
+    t = cl.open_table(table)
+    t.finish_streaming()
+    as_json = cli("handoff", table, "--json")
+    assert as_json.json()["segments_compacted"] == [str(FINISHED)]
+    assert as_json.stderr == "" and started == []
+
+
+def test_minor_compaction_counts_each_row_once_across_rounds(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """Four segments with threshold 2,2: round one merges them into 0.1 and 2.1, round two
+    those into 0.2. The rows compacted are the four segments' rows, not twice as many."""
+    path = tmp_path / "levels"
+    t = cl.create_table(
+        path, SCHEMA, sort_columns=["ts"], properties={"compaction_level_threshold": "2,2"}
+    )
+    for n in range(4):
+        t.append(make_rows(range(n * 25, n * 25 + 25)))
+        t.finish_streaming()
+    t.handoff()
+    result = cli("compact", path, "--json").json()
+    assert len(result["versions"]) == 2
+    assert result["segments_compacted"] == ["0.0", "1.0", "2.0", "3.0", "0.1", "2.1"]
+    assert result["segments_created"] == ["0.1", "2.1", "0.2"]
+    t = cl.open_table(path)
+    assert result["rows"] == 100 == t.count_rows()
+    level2 = next(s for s in t.segments() if s.id == "0.2")
+    assert (level2.status, level2.rows) == ("SUCCESS", 100)
+    # bytes are what the rounds really read: the four inputs, then the two level-1 segments
+    sizes = {s.id: s.bytes for s in t.segments()}
+    assert result["bytes_read"] == sum(sizes[s] for s in result["segments_compacted"])
+    t.compact("major")  # nothing to merge: one segment left
+    assert [s.id for s in t.segments() if s.status == "SUCCESS"] == ["0.2"]
+
+
+def test_minor_compaction_in_two_rounds_human(cli: Callable[..., Run], tmp_path: Path) -> None:
+    path = tmp_path / "levels"
+    t = cl.create_table(path, SCHEMA, properties={"compaction_level_threshold": "2,2"})
+    for n in range(4):
+        t.append(make_rows(range(n * 10, n * 10 + 10)))
+        t.finish_streaming()
+    t.handoff()
+    out = cli("compact", path).stdout
+    assert out.startswith(
+        "minor: merged 4 segment(s) [0.0, 1.0, 2.0, 3.0] into 1 [0.2] in 2 rounds; "
+        "40 rows compacted,"
+    )
 
 
 def test_clean(cli: Callable[..., Run], table: Path) -> None:
@@ -153,6 +256,22 @@ def test_clean(cli: Callable[..., Run], table: Path) -> None:
     assert not any((table / f).exists() for f in dead)
     assert_rows(cl.open_table(table).to_arrow(), range(TOTAL_ROWS))
     assert cli("clean", table, "--retention", "2h").stdout.startswith("deleted 0 data file(s)")
+
+
+def test_clean_takes_plain_seconds(cli: Callable[..., Run], table: Path) -> None:
+    """``--retention 3600`` is 3600 seconds, as the safety message says."""
+    cl.open_table(table).handoff()
+    dead = files_of(table, "COMPACTED")
+    kept = cli("clean", table, "--retention", "3600", "--json").json()
+    assert (kept["retention_seconds"], kept["files"]) == (3600, [])
+    refused = cli("clean", table, "--retention", "1800")
+    assert refused.exit_code == 1 and "1800 s is below the 1 hour" in refused.stderr
+    gone = cli("clean", table, "--retention", "0", "--force", "--json").json()
+    assert gone["retention_seconds"] == 0 and set(gone["files"]) == dead
+    assert not any((table / f).exists() for f in dead)
+    record = cl.open_table(table).history(1)[0]
+    assert (record.operation, record.files_removed) == ("CLEAN", len(dead))
+    assert record.bytes_removed == gone["bytes"]
 
 
 def test_recover(cli: Callable[..., Run], table: Path) -> None:

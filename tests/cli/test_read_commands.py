@@ -119,7 +119,7 @@ def test_inspect_human(cli: Callable[..., Run], table: Path) -> None:
 def test_segments(cli: Callable[..., Run], table: Path) -> None:
     t = cl.open_table(table)
     t.handoff()
-    rows = cli("segments", table, "--json").json()
+    rows = cli("segments", table, "--all", "--json").json()
     api = {s.id: s for s in t.segments()}
     assert [r["id"] for r in rows] == list(api)
     for r in rows:
@@ -141,8 +141,96 @@ def test_segments(cli: Callable[..., Run], table: Path) -> None:
     assert streaming["end_time"] is None
     old = cli("segments", table, "--version", 3, "--json").json()
     assert [(r["id"], r["status"]) for r in old] == [("0", "STREAMING_FINISH")]
-    human = cli("segments", table).stdout
+    human = cli("segments", table, "--all").stdout
     assert "merged into" in human and "0.0" in human and "COLUMNAR" in human
+
+
+def test_segments_lists_the_live_ones_unless_all(cli: Callable[..., Run], table: Path) -> None:
+    """Compacted segments (waiting for clean) are left out unless ``--all``, in the human
+    table and in ``--json`` alike; the human table says how many it left out."""
+    t = cl.open_table(table)
+    t.handoff()
+    live = [s.id for s in t.segments() if s.status in ("STREAMING", "STREAMING_FINISH", "SUCCESS")]
+    assert live == ["5", "0.0", "1.0", "2.0", "3.0", "4.0"]
+    assert [r["id"] for r in cli("segments", table, "--json").json()] == live
+    human = cli("segments", table).stdout
+    ids = [line.split()[0] for line in table_lines(human)]
+    assert ids == live
+    assert f"({FINISHED} compacted or deleted segment(s) not listed; --all lists them)" in human
+    assert "COMPACTED" not in human
+    every = cli("segments", table, "--all").stdout
+    assert [line.split()[0] for line in table_lines(every)] == [s.id for s in t.segments()]
+    assert "not listed" not in every
+    inspected = cli("inspect", table).stdout
+    assert "COMPACTED" not in inspected and f"{FINISHED} compacted or deleted" in inspected
+    inspected_all = cli("inspect", table, "--all").stdout
+    assert inspected_all.count("COMPACTED") == FINISHED and "not listed" not in inspected_all
+    assert len(cli("inspect", table, "--json").json()["segments"]) == len(t.segments())
+
+
+def table_lines(out: str, title: str | None = None, count: int | None = None) -> list[str]:
+    """The rows of the (first, or ``title``d) table in ``out``: the lines after the header's
+    rule, ``count`` of them or up to the end, a blank line or a note in parentheses."""
+    lines = out.splitlines()
+    start = 0 if title is None else next(i for i, line in enumerate(lines) if line.strip() == title)
+    rule = next(i for i in range(start, len(lines)) if set(lines[i].strip()) == {"─"})
+    rows = []
+    for line in lines[rule + 1 :]:
+        if len(rows) == count or not line.strip() or line.startswith("("):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_files(cli: Callable[..., Run], table: Path) -> None:
+    t = cl.open_table(table)
+    t.handoff()
+    snap = t.snapshot()
+    listed = cli("files", table, "--json").json()
+    expected = [
+        (seg.segment_id, seg.status, f.path, f.committed_length, f.num_rows, f.num_blocklets)
+        for seg in snap.segments.values()
+        if seg.status != "COMPACTED"
+        for f in seg.files.values()
+    ]
+    assert [
+        (f["segment"], f["status"], f["file"], f["bytes"], f["rows"], f["blocklets"])
+        for f in listed
+    ] == expected
+    assert sum(f["rows"] for f in listed) == TOTAL_ROWS == t.count_rows()
+    every = cli("files", table, "--all", "--json").json()
+    assert len(every) == sum(len(s.files) for s in snap.segments.values()) == len(listed) + FINISHED
+    assert {f["status"] for f in every} == {"COMPACTED", "SUCCESS", "STREAMING"}
+    old = cli("files", table, "--version", 2, "--json").json()
+    assert [(f["segment"], f["rows"]) for f in old] == [("0", SEGMENT_ROWS)]
+    human = cli("files", table)
+    rows = table_lines(human.stdout)
+    assert len(rows) == len(listed)
+    for line, f in zip(rows, listed, strict=True):
+        cells = line.split()
+        assert cells[0] == f["segment"] and cells[1] == f["file"].rsplit("/", 1)[-1]
+        assert f"{f['rows']:,}" in cells and str(f["blocklets"]) == cells[-1]
+    assert human.stdout.startswith(f"{len(listed)} file(s) at version {t.version}: ")
+    assert f"{TOTAL_ROWS:,} rows" in human.stdout.splitlines()[0]
+
+
+def test_inspect_shows_every_property_in_force(cli: Callable[..., Run], table: Path) -> None:
+    """Set ones as set, the others with their defaults (carbonlite/properties.py)."""
+    from carbonlite.properties import PROPERTIES
+
+    info = cli("inspect", table, "--json").json()
+    assert info["properties"] == {"blocklet_max_rows": "25", "handoff_blocklet_rows": "64"}
+    effective = info["effective_properties"]
+    assert list(effective) == list(PROPERTIES)
+    for key, spec in PROPERTIES.items():
+        assert effective[key] == info["properties"].get(key, spec.default)
+    human = cli("inspect", table).stdout
+    lines = table_lines(human, "Properties", count=len(PROPERTIES))
+    shown = {line.split()[0]: line.split()[1:] for line in lines}
+    assert shown["blocklet_max_rows"] == ["25", "set"]
+    assert shown["checkpoint_interval"] == [PROPERTIES["checkpoint_interval"].default, "default"]
+    assert shown["deleted_data_retention"] == ["7d", "default"]
+    assert set(shown) == set(PROPERTIES)
 
 
 def test_history(cli: Callable[..., Run], table: Path) -> None:
@@ -159,6 +247,42 @@ def test_history(cli: Callable[..., Run], table: Path) -> None:
     assert [r["version"] for r in cli("history", table, "-n", 3, "--json").json()] == [17, 16, 15]
     human = cli("history", table, "--limit", 2).stdout
     assert "HANDOFF" in human and "APPEND" in human and "CREATE TABLE" not in human
+
+
+def test_history_shows_metrics_and_writer(cli: Callable[..., Run], table: Path) -> None:
+    """Rows, bytes and files added and removed, the duration and the writer of each commit,
+    as the log records them."""
+    t = cl.open_table(table, writer_id="maintainer")
+    before = {s.id: s for s in t.segments()}
+    t.handoff()
+    after = {s.id: s for s in t.segments()}
+    rows = cli("history", table, "--json").json()
+    handoff, append = rows[0], rows[1]
+    merged = [str(i) for i in range(FINISHED)]
+    assert handoff["writer_id"] == "maintainer"
+    assert handoff["files_removed"] == sum(before[s].files for s in merged) == FINISHED
+    assert handoff["files_added"] == sum(after[f"{s}.0"].files for s in merged)
+    assert handoff["bytes_removed"] == sum(before[s].bytes for s in merged)
+    assert isinstance(handoff["duration_ms"], int) and handoff["duration_ms"] >= 0
+    assert append["writer_id"] == append["parameters"]["writer_id"]  # the table's writer
+    assert (append["files_added"], append["files_removed"]) == (1, 0)  # a new segment's file
+    assert rows[2]["operation"] == "FINISH STREAMING" and rows[2]["files_added"] == 0
+    assert rows[3]["files_added"] == 0  # the second append grows the same stream file
+    assert {r["engine"] for r in rows} == {rows[0]["engine"]}
+    human = cli("history", table, "-n", 2).stdout
+    lines = table_lines(human)
+    assert lines[0].split()[:3] == [str(handoff["version"]), *handoff["timestamp"][:19].split("T")]
+    assert "HANDOFF" in lines[0] and "maintainer" in lines[0]
+    assert f"{handoff['files_added']}" in lines[0].split()
+    assert append["writer_id"] in lines[1]
+    assert "writer_id=" not in human  # shown once, in the writer column
+
+
+def test_version_flag() -> None:
+    from carbonlite._version import __version__
+    from tests.cli.conftest import invoke
+
+    assert invoke("--version").stdout == f"carbonlite {__version__}\n"
 
 
 def test_version_flag_prints_the_package_version() -> None:

@@ -154,6 +154,10 @@ def commit_infos() -> st.SearchStrategy[CommitInfo]:
         bytes_removed=counts,
         parameters=st.dictionaries(small_text, small_text, max_size=3),
         engine=small_text,
+        files_added=st.none() | counts,
+        files_removed=st.none() | counts,
+        duration_ms=st.none() | counts,
+        writer_id=st.none() | small_text,
     )
 
 

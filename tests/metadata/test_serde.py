@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from decimal import Decimal
@@ -163,6 +164,41 @@ def test_schema_change_applies_to_the_whole_version() -> None:
     ]
     decoded = decode_actions(encode_actions(written, old), old, where=WHERE)
     assert decoded == written
+
+
+def test_commit_metrics_are_optional_both_ways() -> None:
+    """``files_added``, ``files_removed``, ``duration_ms`` and ``writer_id`` are written only
+    when known: a commitInfo without them encodes exactly as before they existed, and one an
+    older writer wrote reads with None for each."""
+    schema = pa.schema([("a", pa.int64())])
+    bare = CommitInfo("APPEND", 1, True, rows_added=3, engine="carbonlite/0.1.0")
+    body = json.loads(unseal(encode_actions([bare], schema).rstrip(b"\n"), 2) or b"")
+    assert list(body["commitInfo"]) == [
+        "operation",
+        "timestamp",
+        "data_change",
+        "read_version",
+        "rows_added",
+        "rows_removed",
+        "bytes_added",
+        "bytes_removed",
+        "parameters",
+        "engine",
+    ]
+    full = dataclasses.replace(
+        bare, files_added=2, files_removed=0, duration_ms=1234, writer_id="w-1"
+    )
+    encoded = encode_actions([full], schema)
+    body = json.loads(unseal(encoded.rstrip(b"\n"), 2) or b"")
+    assert {k: body["commitInfo"][k] for k in ("files_added", "files_removed")} == {
+        "files_added": 2,
+        "files_removed": 0,  # zero is known, and written
+    }
+    assert (body["commitInfo"]["duration_ms"], body["commitInfo"]["writer_id"]) == (1234, "w-1")
+    assert decode_actions(encoded, schema, where=WHERE) == [full]
+    old = decode_actions(seal(INFO_LINE, 2) + b"\n", schema, where=WHERE)
+    assert old == [CommitInfo("APPEND", 1, True)]
+    assert (old[0].files_added, old[0].duration_ms, old[0].writer_id) == (None, None, None)
 
 
 INDEX = "00000000000000000007.checkpoint.blocklets.arrow"

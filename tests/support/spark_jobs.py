@@ -36,6 +36,7 @@ KILL_ROWS = 50
 CLUSTER_FILES = 3
 CLUSTER_ROWS = 400
 DEMO_ROWS = 20_000
+DEMO_JSON_ROWS = 2_000
 
 
 def kill_driver(directory: Path) -> list[str]:
@@ -65,10 +66,27 @@ def demo(directory: Path) -> list[str]:
     return [script, "demo", "--dir", str(directory / "demo"), "--rows", str(DEMO_ROWS)]
 
 
+def demo_json(directory: Path) -> list[str]:
+    """``carbonlite demo --json`` on ``DEMO_JSON_ROWS`` events."""
+    script = shutil.which("carbonlite")
+    if script is None:
+        raise RuntimeError("the carbonlite console script is not installed (pip install -e .)")
+    return [
+        script,
+        "demo",
+        "--dir",
+        str(directory / "demo"),
+        "--rows",
+        str(DEMO_JSON_ROWS),
+        "--json",
+    ]
+
+
 JOBS: dict[str, Callable[[Path], list[str]]] = {
     "kill_driver": kill_driver,
     "cluster_driver": cluster_driver,
     "demo": demo,
+    "demo_json": demo_json,
 }
 
 
