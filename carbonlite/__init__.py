@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from carbonlite._version import __version__
+from carbonlite.create import create_table, open_table
 from carbonlite.errors import (
     CarbonLiteError,
     CommitConflictError,
@@ -22,14 +23,8 @@ from carbonlite.errors import (
     VersionNotFoundError,
 )
 from carbonlite.reader.scan import TableScan
-from carbonlite.table import (
-    CommitRecord,
-    CommitResult,
-    SegmentInfo,
-    Table,
-    create_table,
-    open_table,
-)
+from carbonlite.records import CommitRecord, SegmentInfo
+from carbonlite.table import CommitResult, Table
 
 __all__ = [
     "CarbonLiteError",

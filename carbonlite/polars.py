@@ -31,10 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from carbonlite.arguments import VersionLike
+from carbonlite.create import open_table
 from carbonlite.errors import CarbonLiteError
 from carbonlite.optional import require
 from carbonlite.reader.expression import check_filter
-from carbonlite.table import Table, open_table
+from carbonlite.table import Table
 
 __all__ = ["scan", "to_arrow_filter"]
 

@@ -5,20 +5,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import numbers
-import os
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from carbonlite._version import ENGINE
 from carbonlite.arguments import (
     SchemaMode,
     VersionLike,
     duration_seconds_of,
-    file_in_the_way,
     flag_arg,
     schema_mode_arg,
     storage_options_arg,
@@ -40,32 +35,26 @@ from carbonlite.compaction.run import (
 from carbonlite.compaction.verify import VerifyResult, verify
 from carbonlite.errors import (
     InvalidOptionError,
-    SchemaMismatchError,
-    TableExistsError,
-    TableNotFoundError,
     VersionNotFoundError,
 )
-from carbonlite.format.types import check_schema, stat_kind
 from carbonlite.metadata import (
     LOG_FORMAT_VERSION,
-    Action,
-    CommitInfo,
     Log,
     Snapshot,
-    TableMetadata,
     TxnMarker,
     commit,
 )
 from carbonlite.metadata.timeline import version_at
 from carbonlite.names import check_name, table_location
 from carbonlite.optional import require
-from carbonlite.properties import TableProperties, effective_properties, validate_properties
+from carbonlite.properties import TableProperties, effective_properties
 from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import Filter, FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
 from carbonlite.reader.scan import SplitReader, TableScan, read_splits
+from carbonlite.records import CommitRecord, SegmentInfo, read_history, segment_infos
 from carbonlite.storage import open_storage
-from carbonlite.writer.append import CommitResult, TableWriter, elapsed_ms, now_ms
+from carbonlite.writer.append import CommitResult, TableWriter, now_ms
 from carbonlite.writer.batches import TableData
 from carbonlite.writer.restore import RestoreCommit, plan_restore
 from carbonlite.writer.table_metadata import (
@@ -75,59 +64,9 @@ from carbonlite.writer.table_metadata import (
     without_properties,
 )
 
-__all__ = ["CommitRecord", "CommitResult", "SegmentInfo", "Table", "create_table", "open_table"]
+__all__ = ["CommitResult", "Table"]
 
 _Stampable = TypeVar("_Stampable", MetadataCommit, RestoreCommit)
-
-
-def _when(ms: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-
-
-@dataclass(frozen=True, slots=True)
-class CommitRecord:
-    """One version of the table's history."""
-
-    version: int
-    timestamp: datetime.datetime
-    operation: str
-    data_change: bool
-    rows: int
-    """Rows added."""
-    bytes: int
-    """Bytes added."""
-    rows_removed: int
-    bytes_removed: int
-    read_version: int | None
-    parameters: Mapping[str, str]
-    files_added: int | None = None
-    """Data files created (None in versions written before CarbonLite recorded it)."""
-    files_removed: int | None = None
-    """Data files taken out of the table (``CLEAN``: deleted); None when not recorded."""
-    duration: datetime.timedelta | None = None
-    """How long the operation took; None when not recorded."""
-    writer_id: str | None = None
-    """The writer identity that committed; None when not recorded."""
-    engine: str = ""
-    """The library that wrote the version, e.g. ``carbonlite/0.1.0``."""
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentInfo:
-    """One segment, as ``SHOW SEGMENTS`` would list it."""
-
-    id: str
-    status: str
-    format: str
-    rows: int
-    bytes: int
-    files: int
-    blocklets: int
-    merged_into: str | None
-    level: int
-    created_version: int
-    created_time: datetime.datetime
-    status_time: datetime.datetime
 
 
 class Table:
@@ -238,62 +177,12 @@ class Table:
                 f"not {type(limit).__name__} {limit!r}"
             )
         self.refresh()
-        out: list[CommitRecord] = []
-        # Newest first, one version at a time, until ``limit`` or the first version ``clean``
-        # removed: reads only what it returns, never lists the log.
-        for version in range(self.version, -1, -1):
-            if limit is not None and len(out) >= limit:
-                break
-            try:
-                actions = self.log.read_actions(version, self._snapshot)
-            except FileNotFoundError:
-                break
-            info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-            if info is None:
-                continue
-            out.append(
-                CommitRecord(
-                    version=version,
-                    timestamp=_when(info.timestamp),
-                    operation=info.operation,
-                    data_change=info.data_change,
-                    rows=info.rows_added,
-                    bytes=info.bytes_added,
-                    rows_removed=info.rows_removed,
-                    bytes_removed=info.bytes_removed,
-                    read_version=info.read_version,
-                    parameters=dict(info.parameters),
-                    files_added=info.files_added,
-                    files_removed=info.files_removed,
-                    duration=None
-                    if info.duration_ms is None
-                    else datetime.timedelta(milliseconds=info.duration_ms),
-                    writer_id=info.writer_id,
-                    engine=info.engine,
-                )
-            )
-        return out
+        return read_history(self.log, self._snapshot, limit)
 
     def segments(self, version: VersionLike | None = None) -> list[SegmentInfo]:
         """Every segment at ``version`` (latest by default), oldest first."""
         snap = self.refresh()._snapshot if version is None else self.snapshot(version)
-        return [
-            SegmentInfo(
-                id=s.segment_id,
-                status=s.status,
-                format=s.format,
-                rows=s.num_rows,
-                bytes=s.num_bytes,
-                files=len(s.files),
-                blocklets=s.num_blocklets,
-                merged_into=s.merged_into,
-                level=s.level,
-                created_version=s.created_version,
-                created_time=_when(s.created_time),
-                status_time=_when(s.status_time),
-            )
-            for s in snap.segments.values()
-        ]
+        return segment_infos(snap)
 
     def transaction_version(self, app_id: str) -> int | None:
         """The latest batch id committed for ``app_id``, or None."""
@@ -728,110 +617,3 @@ class Table:
             end_snapshot.schema,
             storage_options=self.storage_options,
         )
-
-
-def _check_sort_columns(schema: pa.Schema, sort_columns: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(sort_columns, str):
-        sort_columns = [sort_columns]
-    problems = []
-    for c in sort_columns:
-        if c not in schema.names:
-            problems.append(f"sort column {c!r} is not in the schema {schema.names}")
-        elif stat_kind(schema.field(c).type) is None:
-            problems.append(
-                f"sort column {c!r} has type {schema.field(c).type}, which has no order"
-            )
-    if len(set(sort_columns)) != len(sort_columns):
-        problems.append(f"sort columns {list(sort_columns)} repeat a column")
-    if problems:
-        raise InvalidOptionError("invalid sort columns:\n  " + "\n  ".join(problems))
-    return tuple(sort_columns)
-
-
-def create_table(
-    path: str | os.PathLike[str],
-    schema: pa.Schema,
-    *,
-    sort_columns: Sequence[str] = (),
-    properties: Mapping[str, str] | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    writer_id: str | None = None,
-) -> Table:
-    """Create a table at ``path``; raises :class:`TableExistsError` if one is there, and
-    :class:`InvalidOptionError` if ``path`` is a file."""
-    started = now_ms()
-    location = table_location(path)
-    # the table's writer identity, chosen now so that the CREATE TABLE commit records it
-    writer_id = writer_id_arg(writer_id) or uuid.uuid4().hex[:16]
-    options = storage_options_arg(storage_options)
-    if not isinstance(schema, pa.Schema):
-        raise InvalidOptionError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
-    if len(schema) == 0:
-        raise SchemaMismatchError(
-            f"cannot create a table at {location!r} with an empty schema: a table needs at least "
-            "one column, e.g. pa.schema([('id', pa.int64())])"
-        )
-    check_schema(schema)
-    metadata = TableMetadata(
-        table_id=uuid.uuid4().hex,
-        schema=schema,
-        sort_columns=_check_sort_columns(schema, sort_columns),
-        properties=validate_properties(properties),
-        created_time=now_ms(),
-    )
-    storage, root = open_storage(location, options or None)
-    uri = storage.uri(root)
-    blocker = file_in_the_way(storage, root)
-    if blocker is not None:
-        raise InvalidOptionError(
-            f"cannot create a table at {uri!r}: {blocker!r} is a file, not a directory; give a "
-            "path that is a directory or does not exist yet"
-        )
-    log = Log(storage, root, uri)
-    if log.exists():
-        raise TableExistsError(f"a CarbonLite table already exists at {uri!r}")
-    actions: list[Action] = [
-        metadata,
-        CommitInfo(
-            operation="CREATE TABLE",
-            timestamp=metadata.created_time,
-            data_change=False,
-            parameters={"sort_columns": ",".join(metadata.sort_columns)},
-            engine=ENGINE,
-            files_added=0,
-            files_removed=0,
-            duration_ms=elapsed_ms(started, metadata.created_time),
-            writer_id=writer_id,
-        ),
-    ]
-    snapshot = Snapshot.from_actions(uri, 0, actions)
-    empty = Snapshot(
-        table_path=uri, version=-1, timestamp=0, metadata=metadata, segments={}, txns={}
-    )
-    if not log.try_write(0, actions, empty):
-        raise TableExistsError(f"a CarbonLite table was created at {uri!r} at the same time")
-    return Table(uri, storage_options=options, writer_id=writer_id, _snapshot=snapshot)
-
-
-def open_table(
-    path: str | os.PathLike[str],
-    *,
-    storage_options: Mapping[str, Any] | None = None,
-    writer_id: str | None = None,
-) -> Table:
-    """Open the table at ``path``; raises :class:`TableNotFoundError` if there is none (also
-    when ``path`` is a file)."""
-    location = table_location(path)
-    try:
-        return Table(location, storage_options=storage_options, writer_id=writer_id)
-    except (TableNotFoundError, FileNotFoundError, NotADirectoryError) as exc:
-        storage, root = open_storage(location, storage_options_arg(storage_options))
-        blocker = file_in_the_way(storage, root)
-        if blocker is None and isinstance(exc, TableNotFoundError):
-            raise
-        if blocker is None:  # pragma: no cover - Log turns absence into TableNotFound
-            raise TableNotFoundError(f"no CarbonLite table at {location!r}") from exc
-        raise TableNotFoundError(
-            f"no CarbonLite table at {storage.uri(root)!r}: {blocker!r} is a file, not a "
-            "directory; give the table's directory (the one holding _carbonlite/)"
-        ) from None

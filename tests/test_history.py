@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import carbonlite as cl
-from carbonlite.table import CommitRecord
+from carbonlite.records import CommitRecord
 from tests.compaction.lifecycle import SCHEMA, make_rows
 
 DATA = Path(__file__).parent / "data"

@@ -28,9 +28,10 @@ from carbonlite.cli.describe import (
     jsonable,
 )
 from carbonlite.cli.layout import Col, human_bytes, human_duration, output_width, print_table
+from carbonlite.create import open_table
 from carbonlite.errors import CarbonLiteError, InvalidOptionError
 from carbonlite.metadata import LIVE_STATUSES
-from carbonlite.table import Table, open_table
+from carbonlite.table import Table
 
 __all__ = [
     "app",

@@ -12,7 +12,8 @@ import pyarrow as pa
 from carbonlite.format.types import stat_kind
 from carbonlite.metadata import LIVE_STATUSES, Snapshot
 from carbonlite.properties import PROPERTIES, effective_properties
-from carbonlite.table import CommitRecord, SegmentInfo, Table
+from carbonlite.records import CommitRecord, SegmentInfo
+from carbonlite.table import Table
 
 __all__ = [
     "describe_blocklets",

@@ -22,13 +22,9 @@ values. Anything Arrow cannot evaluate is an :class:`InvalidFilterError`. See do
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import operator
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -41,7 +37,6 @@ from carbonlite.reader.predicate import (
     And,
     Compare,
     CompareOp,
-    IsIn,
     IsNan,
     IsNull,
     Not,
@@ -50,8 +45,15 @@ from carbonlite.reader.predicate import (
     Unknown,
     _NoLiteral,
     comparable_literal,
-    integer_comparison,
-    python_literal,
+)
+from carbonlite.reader.rebuild import fields_read, needs_rewrite, second_reading, verified
+from carbonlite.reader.terms import (
+    FLIP,
+    comparison,
+    integer_members,
+    is_in_predicate,
+    membership,
+    python_number,
 )
 
 __all__ = ["Filter", "FilterLike", "check_filter", "parse_filter"]
@@ -59,18 +61,6 @@ __all__ = ["Filter", "FilterLike", "check_filter", "parse_filter"]
 FilterLike = Any
 """``pyarrow.compute.Expression``, DNF ``[("col", op, value), ...]`` (or a list of such lists,
 OR-ed), or None."""
-
-_OPERATORS: dict[str, Callable[[Any, Any], pc.Expression]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-_FLIP: dict[str, CompareOp] = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_MAX_CANDIDATES = 256
-"""How many literal-type combinations the second reading tries before giving up pruning."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +132,7 @@ def _hint(expression: pc.Expression, schema: pa.Schema) -> str:
     """What a failing filter compares, for an error message: each column with its type and the
     type of the literal it is compared with, or else the columns it reads."""
     try:
-        rebuilt = _second_reading(expression, schema)
+        rebuilt = second_reading(expression, schema)
         if rebuilt is not None and rebuilt.literals:
             pairs = dict.fromkeys(
                 f"column {c!r} ({schema.field(c).type}) with a literal of type {t}"
@@ -180,92 +170,6 @@ def _check_applies(expression: pc.Expression, schema: pa.Schema, where: str) -> 
         ) from None
 
 
-# --- one comparison ---------------------------------------------------------------------------
-
-
-def _is_number(t: pa.DataType) -> bool:
-    return bool(pat.is_integer(t) or pat.is_floating(t) or pat.is_decimal(t))
-
-
-def _python_number(value: Any) -> bool:
-    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
-
-
-def _comparison(
-    column: str, column_type: pa.DataType, op: CompareOp, literal: pa.Scalar | Any
-) -> tuple[pc.Expression, Predicate]:
-    """``column op literal`` (a scalar, or a Python value): the expression to apply to rows,
-    and its predicate.
-
-    An integer column against a number of another type becomes an exact comparison with an
-    integer of the column's type; anything else is left to Arrow's own semantics."""
-    field = pc.field(column)
-    number: Any = None
-    if isinstance(literal, pa.Scalar):
-        if literal.is_valid and literal.type != column_type and _is_number(literal.type):
-            number = literal.as_py()
-    elif _python_number(literal):
-        number = literal
-    if number is not None and pat.is_integer(column_type):
-        new_op, n = integer_comparison(column_type, op, number)
-        exact = pa.scalar(n, column_type)
-        return _OPERATORS[new_op](field, exact), Compare(column, new_op, n)
-    if not isinstance(literal, pa.Scalar):
-        literal = python_literal(literal)
-    expression = _OPERATORS[op](field, literal)
-    try:
-        return expression, Compare(column, op, comparable_literal(column_type, literal))
-    except _NoLiteral:
-        return expression, Unknown()
-
-
-def _membership(
-    column: str, column_type: pa.DataType, value_set: pa.Array, *, skip_nulls: bool
-) -> tuple[pc.Expression, Predicate]:
-    """``column IN value_set`` (a null member matches null rows unless ``skip_nulls``)."""
-    field = pc.field(column)
-    if pat.is_integer(column_type) and value_set.type != column_type and _is_number(value_set.type):
-        value_set = _integer_members(column_type, value_set.to_pylist())
-    expression = pc.is_in(field, value_set=value_set, skip_nulls=skip_nulls)
-    return expression, _is_in_predicate(
-        column, column_type, list(value_set), nulls_match=not skip_nulls
-    )
-
-
-def _integer_members(column_type: pa.DataType, values: Sequence[Any]) -> pa.Array:
-    """Numbers (and nulls) as a value set of an integer column's type; members no integer of
-    that type equals can match no row, and are left out."""
-    kept: list[int | None] = []
-    for v in values:
-        if v is None:
-            kept.append(None)
-            continue
-        op, n = integer_comparison(column_type, "==", v)
-        if op == "==":
-            kept.append(n)
-    return pa.array(kept, column_type)
-
-
-def _is_in_predicate(
-    column: str, column_type: pa.DataType, members: Sequence[pa.Scalar], *, nulls_match: bool
-) -> Predicate:
-    values = []
-    nulls = nans = False
-    for scalar in members:
-        if not scalar.is_valid:
-            nulls = True
-            continue
-        raw = scalar.as_py()
-        if isinstance(raw, float) and raw != raw:
-            nans = True
-            continue
-        try:
-            values.append(comparable_literal(column_type, scalar))
-        except _NoLiteral:
-            return Unknown()
-    return IsIn(column, tuple(values), nulls_may_match=nulls and nulls_match, nans_may_match=nans)
-
-
 # --- a Substrait tree -> predicate (the expression as Arrow binds it) --------------------------
 
 
@@ -284,7 +188,7 @@ def _predicate(node: sub.Node, types: dict[str, pa.DataType]) -> Predicate:
         column = node.value.name
         members = [o.value for o in node.options if isinstance(o, sub.Literal)]
         # The null-matching behaviour is not written: a null member *may* match null rows.
-        return _is_in_predicate(column, types[column], members, nulls_match=True)
+        return is_in_predicate(column, types[column], members, nulls_match=True)
     name, args = node.function, node.args
     if name == "and":
         return And(tuple(_predicate(a, types) for a in args))
@@ -319,218 +223,8 @@ def _predicate(node: sub.Node, types: dict[str, pa.DataType]) -> Predicate:
         value = comparable_literal(types[left.name], right.value)
     except _NoLiteral:
         return Unknown()
-    op: CompareOp = _FLIP[name] if flipped else name  # type: ignore[assignment]
+    op: CompareOp = FLIP[name] if flipped else name  # type: ignore[assignment]
     return Compare(left.name, op, value)
-
-
-def _fields(node: sub.Node) -> set[str] | None:
-    """Columns a tree reads; None when part of it is opaque (and may read others)."""
-    if isinstance(node, sub.Field):
-        return {node.name}
-    if isinstance(node, sub.Literal):
-        return set()
-    if isinstance(node, sub.Opaque):
-        return None
-    parts = node.args if isinstance(node, sub.Call) else (node.value, *node.options)
-    out: set[str] = set()
-    for part in parts:
-        found = _fields(part)
-        if found is None:
-            return None
-        out |= found
-    return out
-
-
-# --- the second reading: rebuild the user's expression, verify it, rewrite it ----------------
-
-
-@dataclass(frozen=True)
-class _Rebuilt:
-    user: pc.Expression
-    """The user's expression as rebuilt (to compare with ``equals()``)."""
-    rows: pc.Expression
-    """The expression to apply to rows (exact rewrites included)."""
-    predicate: Predicate
-    literals: tuple[tuple[str, pa.DataType], ...] = ()
-    """(column, literal type) of each comparison, for error messages."""
-    columns: frozenset[str] = frozenset()
-    """Every column read (set on the whole expression only)."""
-
-
-def _joined(name: str, parts: Sequence[_Rebuilt]) -> _Rebuilt:
-    join = operator.and_ if name == "and" else operator.or_
-    user, rows = parts[0].user, parts[0].rows
-    for part in parts[1:]:
-        user, rows = join(user, part.user), join(rows, part.rows)
-    predicates = tuple(p.predicate for p in parts)
-    return _Rebuilt(
-        user,
-        rows,
-        And(predicates) if name == "and" else Or(predicates),
-        tuple(lit for p in parts for lit in p.literals),
-    )
-
-
-class _NoRebuild(Exception):
-    pass
-
-
-def _literal_candidates(column_type: pa.DataType, seen: pa.Scalar) -> list[pa.Scalar]:
-    """Literals the user may have written, given the one Arrow bound: Arrow narrows a literal
-    to the column's type when that is lossless, and the second reading binds numbers to a
-    float64 stand-in. Each is tried; ``equals()`` on the whole expression decides."""
-    out = [seen]
-    if not seen.is_valid:
-        return out
-    t = seen.type
-    if pat.is_integer(t) or pat.is_floating(t):
-        targets = [pa.int64(), pa.float64(), column_type, pa.uint64(), pa.float32()]
-    elif pat.is_timestamp(t):
-        tz = column_type.tz if pat.is_timestamp(column_type) else None
-        targets = [column_type, *(pa.timestamp(u, tz=tz or t.tz) for u in ("us", "ms", "s"))]
-    elif pat.is_string(t) or pat.is_large_string(t):
-        targets = [pa.string(), pa.large_string()]
-    elif pat.is_binary(t) or pat.is_large_binary(t):
-        targets = [pa.binary(), pa.large_binary()]
-    else:
-        targets = []
-    for target in targets:
-        try:
-            candidate = seen.cast(target)  # safe: refuses to round or truncate
-            if candidate.cast(t) != seen:
-                continue
-        except (pa.ArrowException, ValueError, OverflowError, TypeError):
-            continue
-        if all(candidate.type != o.type or not candidate.equals(o) for o in out):
-            out.append(candidate)
-    return out
-
-
-def _rebuild(node: sub.Node, types: dict[str, pa.DataType]) -> Iterator[_Rebuilt]:
-    if isinstance(node, sub.Field):
-        e = pc.field(node.name)
-        pred: Predicate = (
-            Compare(node.name, "==", True) if pat.is_boolean(types[node.name]) else Unknown()
-        )
-        yield _Rebuilt(e, e, pred)
-        return
-    if isinstance(node, sub.InList):
-        if not isinstance(node.value, sub.Field) or not all(
-            isinstance(o, sub.Literal) for o in node.options
-        ):
-            raise _NoRebuild
-        column = node.value.name
-        column_type = types[column]
-        members = [o.value for o in node.options if isinstance(o, sub.Literal)]
-        kinds = {m.type for m in members if m.is_valid}
-        for t in dict.fromkeys([column_type, pa.int64(), *kinds]):
-            values = [m.as_py() for m in members]
-            if pat.is_integer(t):
-                values = [int(v) if isinstance(v, float) and v.is_integer() else v for v in values]
-            try:
-                value_set = pa.array(values, t)
-            except (pa.ArrowException, ValueError, OverflowError, TypeError):
-                continue
-            for skip_nulls in (False, True):
-                user = pc.is_in(pc.field(column), value_set=value_set, skip_nulls=skip_nulls)
-                rows, predicate = _membership(column, column_type, value_set, skip_nulls=skip_nulls)
-                yield _Rebuilt(user, rows, predicate, ((column, t),))
-        return
-    if not isinstance(node, sub.Call):
-        raise _NoRebuild
-    name, args = node.function, node.args
-    if name in ("and", "or", "not"):
-        options = [list(itertools.islice(_rebuild(a, types), _MAX_CANDIDATES)) for a in args]
-        for combo in itertools.product(*options):
-            if name == "not":
-                (part,) = combo
-                yield _Rebuilt(~part.user, ~part.rows, Not(part.predicate), part.literals)
-            else:
-                yield _joined(name, combo)
-        return
-    if name in ("is_null", "is_not_null", "is_nan"):
-        if not isinstance(args[0], sub.Field):
-            raise _NoRebuild
-        column = args[0].name
-        f = pc.field(column)
-        if name == "is_null":
-            e, pred = f.is_null(), IsNull(column)
-        elif name == "is_not_null":
-            e, pred = f.is_valid(), Not(IsNull(column))
-        else:
-            e, pred = f.is_nan(), IsNan(column)
-        yield _Rebuilt(e, e, pred)
-        return
-    left, right = args
-    if isinstance(left, sub.Field) and isinstance(right, sub.Literal):
-        column, seen, flipped = left.name, right.value, False
-    elif isinstance(left, sub.Literal) and isinstance(right, sub.Field):
-        column, seen, flipped = right.name, left.value, True
-    else:
-        raise _NoRebuild
-    column_type = types[column]
-    op: CompareOp = _FLIP[name] if flipped else name  # type: ignore[assignment]
-    for literal in _literal_candidates(column_type, seen):
-        if flipped:
-            user = _OPERATORS[name](pc.scalar(literal), pc.field(column))
-        else:
-            user = _OPERATORS[name](pc.field(column), literal)
-        rows, predicate = _comparison(column, column_type, op, literal)
-        yield _Rebuilt(user, rows, predicate, ((column, literal.type),))
-
-
-def _widened(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with integer and float32 columns as float64, and second or millisecond
-    timestamps in microseconds: Arrow then binds most literals without casting the column."""
-
-    def stand_in(t: pa.DataType) -> pa.DataType:
-        if pat.is_integer(t) or pat.is_float32(t):
-            return pa.float64()
-        if pat.is_timestamp(t) and t.unit in ("s", "ms"):
-            return pa.timestamp("us", tz=t.tz)
-        return t
-
-    return pa.schema([f.with_type(stand_in(f.type)) for f in schema])
-
-
-def _needs_rewrite(node: sub.Node, types: dict[str, pa.DataType]) -> bool:
-    """Whether Arrow would compare an integer column with numbers of another type (an IN list
-    of floats, say), which it does by casting the column, failing on large values."""
-    if isinstance(node, sub.InList) and isinstance(node.value, sub.Field):
-        column_type = types[node.value.name]
-        return pat.is_integer(column_type) and any(
-            isinstance(o, sub.Literal) and o.value.is_valid and o.value.type != column_type
-            for o in node.options
-        )
-    if isinstance(node, sub.Call):
-        return any(_needs_rewrite(a, types) for a in node.args)
-    return False
-
-
-def _verified(
-    expression: pc.Expression, tree: sub.Node, types: dict[str, pa.DataType]
-) -> _Rebuilt | None:
-    """The filter rebuilt from ``tree``, if the rebuilt expression is exactly ``expression``."""
-    columns = _fields(tree)
-    if columns is None:
-        return None
-    try:
-        for rebuilt in itertools.islice(_rebuild(tree, types), _MAX_CANDIDATES):
-            if rebuilt.user.equals(expression):
-                return dataclasses.replace(rebuilt, columns=frozenset(columns))
-    except _NoRebuild:
-        return None
-    return None
-
-
-def _second_reading(expression: pc.Expression, schema: pa.Schema) -> _Rebuilt | None:
-    """For an expression pyarrow cannot serialize as it stands (Arrow would cast a column):
-    read it with numeric columns as float64, and keep it only if it rebuilds exactly."""
-    try:
-        widened = sub.read_expression(expression, _widened(schema))
-    except sub.SubstraitUnavailable:
-        return None
-    return _verified(expression, widened, {f.name: f.type for f in schema})
 
 
 def _from_expression(expression: pc.Expression, schema: pa.Schema) -> Filter:
@@ -541,14 +235,14 @@ def _from_expression(expression: pc.Expression, schema: pa.Schema) -> Filter:
         tree = None
     found = None
     if tree is None:
-        found = _second_reading(expression, schema)
-    elif _needs_rewrite(tree, types):
-        found = _verified(expression, tree, types)
+        found = second_reading(expression, schema)
+    elif needs_rewrite(tree, types):
+        found = verified(expression, tree, types)
     if found is not None:
         return Filter(found.rows, found.predicate, found.columns)
     if tree is None:
         return Filter(expression, Unknown(), _needed_columns(expression, schema))
-    columns = _fields(tree)
+    columns = fields_read(tree)
     return Filter(
         expression,
         _predicate(tree, types),
@@ -571,7 +265,7 @@ def _dnf_term(t: Any, types: dict[str, pa.DataType], where: str) -> tuple[pc.Exp
     column_type = types[column]
     if op in ("=", "==", "!=", "<", "<=", ">", ">="):
         try:
-            return _comparison(column, column_type, "==" if op == "=" else op, value)
+            return comparison(column, column_type, "==" if op == "=" else op, value)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
             raise InvalidFilterError(
                 f"filter term {t!r}: {value!r} is not a value: {exc}"
@@ -581,13 +275,13 @@ def _dnf_term(t: Any, types: dict[str, pa.DataType], where: str) -> tuple[pc.Exp
             raise InvalidFilterError(f"{op!r} needs a list of values, got {value!r}")
         values = list(value)
         try:
-            if pat.is_integer(column_type) and all(v is None or _python_number(v) for v in values):
-                value_set = _integer_members(column_type, values)
+            if pat.is_integer(column_type) and all(v is None or python_number(v) for v in values):
+                value_set = integer_members(column_type, values)
             else:
                 value_set = pa.array(values) if values else pa.array([], column_type)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
             raise InvalidFilterError(f"filter term {t!r}: the values do not fit: {exc}") from None
-        expression, predicate = _membership(column, column_type, value_set, skip_nulls=False)
+        expression, predicate = membership(column, column_type, value_set, skip_nulls=False)
         return (expression, predicate) if op == "in" else (~expression, Not(predicate))
     raise InvalidFilterError(
         f"unknown filter operator {op!r} in {t!r}; use =, ==, !=, <, <=, >, >=, in, not in"

@@ -22,7 +22,7 @@ from carbonlite.compaction import (
     TaskResult,
     execute_task,
 )
-from carbonlite.table import open_table
+from carbonlite.create import open_table
 
 __all__ = ["compact", "spark_executor"]
 

@@ -12,11 +12,11 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 
+from carbonlite.create import open_table
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.sink import CarbonLiteBatchWriter, CarbonLiteStreamWriter
 from carbonlite.spark.source import CarbonLiteBatchReader, CarbonLiteStreamReader
 from carbonlite.spark.types import spark_schema
-from carbonlite.table import open_table
 
 __all__ = ["CarbonLiteDataSource"]
 

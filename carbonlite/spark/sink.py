@@ -25,6 +25,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from carbonlite.create import create_table, open_table
 from carbonlite.errors import (
     CarbonLiteError,
     SchemaMismatchError,
@@ -37,7 +38,7 @@ from carbonlite.properties import TableProperties
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
 from carbonlite.storage import open_storage
-from carbonlite.table import Table, create_table, open_table
+from carbonlite.table import Table
 from carbonlite.writer.append import (
     WRITER_LOCK_TIMEOUT,
     AppendCommit,

@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from carbonlite.create import open_table
 from carbonlite.errors import (
     CarbonLiteError,
     DataUnavailableError,
@@ -43,7 +44,7 @@ from carbonlite.spark.filters import to_expression
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
 from carbonlite.storage import open_storage
-from carbonlite.table import Table, open_table
+from carbonlite.table import Table
 
 __all__ = ["CarbonLiteBatchReader", "CarbonLiteStreamReader", "SplitsPartition"]
 

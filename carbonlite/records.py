@@ -1,0 +1,121 @@
+"""What ``Table.history`` and ``Table.segments`` return: plain records built from the log."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from carbonlite.metadata import CommitInfo, Log, Snapshot
+
+__all__ = ["CommitRecord", "SegmentInfo", "read_history", "segment_infos"]
+
+
+def _when(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """One version of the table's history."""
+
+    version: int
+    timestamp: datetime.datetime
+    operation: str
+    data_change: bool
+    rows: int
+    """Rows added."""
+    bytes: int
+    """Bytes added."""
+    rows_removed: int
+    bytes_removed: int
+    read_version: int | None
+    parameters: Mapping[str, str]
+    files_added: int | None = None
+    """Data files created (None in versions written before CarbonLite recorded it)."""
+    files_removed: int | None = None
+    """Data files taken out of the table (``CLEAN``: deleted); None when not recorded."""
+    duration: datetime.timedelta | None = None
+    """How long the operation took; None when not recorded."""
+    writer_id: str | None = None
+    """The writer identity that committed; None when not recorded."""
+    engine: str = ""
+    """The library that wrote the version, e.g. ``carbonlite/0.1.0``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One segment, as ``SHOW SEGMENTS`` would list it."""
+
+    id: str
+    status: str
+    format: str
+    rows: int
+    bytes: int
+    files: int
+    blocklets: int
+    merged_into: str | None
+    level: int
+    created_version: int
+    created_time: datetime.datetime
+    status_time: datetime.datetime
+
+
+def read_history(log: Log, snapshot: Snapshot, limit: int | None) -> list[CommitRecord]:
+    """Commits up to ``snapshot``, newest first, at most ``limit`` (all when None)."""
+    out: list[CommitRecord] = []
+    # Newest first, one version at a time, until ``limit`` or the first version ``clean``
+    # removed: reads only what it returns, never lists the log.
+    for version in range(snapshot.version, -1, -1):
+        if limit is not None and len(out) >= limit:
+            break
+        try:
+            actions = log.read_actions(version, snapshot)
+        except FileNotFoundError:
+            break
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        if info is None:
+            continue
+        out.append(
+            CommitRecord(
+                version=version,
+                timestamp=_when(info.timestamp),
+                operation=info.operation,
+                data_change=info.data_change,
+                rows=info.rows_added,
+                bytes=info.bytes_added,
+                rows_removed=info.rows_removed,
+                bytes_removed=info.bytes_removed,
+                read_version=info.read_version,
+                parameters=dict(info.parameters),
+                files_added=info.files_added,
+                files_removed=info.files_removed,
+                duration=None
+                if info.duration_ms is None
+                else datetime.timedelta(milliseconds=info.duration_ms),
+                writer_id=info.writer_id,
+                engine=info.engine,
+            )
+        )
+    return out
+
+
+def segment_infos(snapshot: Snapshot) -> list[SegmentInfo]:
+    """Every segment of ``snapshot``, oldest first."""
+    return [
+        SegmentInfo(
+            id=s.segment_id,
+            status=s.status,
+            format=s.format,
+            rows=s.num_rows,
+            bytes=s.num_bytes,
+            files=len(s.files),
+            blocklets=s.num_blocklets,
+            merged_into=s.merged_into,
+            level=s.level,
+            created_version=s.created_version,
+            created_time=_when(s.created_time),
+            status_time=_when(s.status_time),
+        )
+        for s in snapshot.segments.values()
+    ]
