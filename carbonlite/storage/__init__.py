@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from typing import Any
 
@@ -48,7 +49,15 @@ _cache_lock = threading.Lock()
 
 
 def split_protocol(uri: str) -> tuple[str, str]:
-    """``"s3://b/k"`` -> ``("s3", "b/k")``; a plain path -> ``("file", path)``."""
+    """``"s3://b/k"`` -> ``("s3", "b/k")``; a plain path -> ``("file", path)``.
+
+    Local paths come in every form Hadoop and fsspec write: ``/p``, ``file:/p`` (what Spark
+    passes for a catalog table's ``LOCATION``), ``file:///p``, ``file://localhost/p`` and
+    fsspec's ``local://`` spellings; all are the local path ``/p``. Percent signs are kept as
+    they are (Hadoop's and fsspec's string forms do not encode)."""
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", uri)
+    if scheme is not None and scheme.group(1).lower() in ("file", "local"):
+        return "file", _local_path(uri, uri[scheme.end() :])
     if "://" not in uri:
         return "file", uri
     protocol, rest = uri.split("://", 1)
@@ -56,6 +65,18 @@ def split_protocol(uri: str) -> tuple[str, str]:
     if protocol in ("s3a", "s3n"):
         protocol = "s3"
     return protocol, rest
+
+
+def _local_path(uri: str, rest: str) -> str:
+    if not rest.startswith("//"):
+        return rest  # file:/p (Hadoop) or file:relative
+    authority, slash, path = rest[2:].partition("/")
+    if authority.lower() not in ("", "localhost"):
+        raise UnsupportedStorageError(
+            f"cannot open {uri!r}: {authority!r} names another host; a file: URI must be local "
+            "(file:/path, file:///path or file://localhost/path)"
+        )
+    return slash + path
 
 
 def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> tuple[Storage, str]:
