@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["QUIET_LOG4J2", "compact", "local_session", "register"]
+__all__ = ["QUIET_LOG4J2", "compact", "local_session", "register", "register_table"]
 
 QUIET_LOG4J2 = "log4j2-quiet.properties"
 """The log4j2 configuration :func:`local_session` gives Spark's JVM (next to this module)."""
@@ -25,6 +25,15 @@ def compact(spark: Any, path: str, kind: str = "minor", **kwargs: Any) -> Any:
     from carbonlite.spark.compaction import compact as run
 
     return run(spark, path, kind, **kwargs)  # type: ignore[arg-type]
+
+
+def register_table(spark: Any, name: str, path: Any, **kwargs: Any) -> str:
+    """Make the CarbonLite table at ``path`` the Spark catalog table ``name``: SELECT, INSERT
+    INTO, ``writeTo``, ``toTable`` and ``readStream.table`` by name (see
+    ``carbonlite.spark.catalog.register_table``)."""
+    from carbonlite.spark.catalog import register_table as run
+
+    return run(spark, name, path, **kwargs)
 
 
 def register(spark: Any, *, filter_pushdown: bool = True) -> None:

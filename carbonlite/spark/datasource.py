@@ -13,6 +13,7 @@ from pyspark.sql.datasource import (
 )
 
 from carbonlite.create import open_table
+from carbonlite.errors import InvalidOptionError
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.sink import CarbonLiteBatchWriter, CarbonLiteStreamWriter
 from carbonlite.spark.source import CarbonLiteBatchReader, CarbonLiteStreamReader
@@ -20,18 +21,42 @@ from carbonlite.spark.types import spark_schema
 
 __all__ = ["CarbonLiteDataSource"]
 
+_CATALOG_KEYS = frozenset({"provider", "owner", "location", "path", "storageoptions"})
+
 
 class CarbonLiteDataSource(DataSource):
     """``format("carbonlite")``: batch and streaming reads and writes of CarbonLite tables."""
+
+    bound_path: str | None = None
+    """Set on the subclasses :func:`carbonlite.spark.register_table` binds to one table."""
+    bound_storage_options: str = "{}"
 
     @classmethod
     def name(cls) -> str:
         return "carbonlite"
 
     def _options(self) -> SparkOptions:
-        return SparkOptions(self.options)
+        options = dict(self.options)
+        if self.bound_path is not None:
+            # Spark's own keys for a catalog table (provider, owner) and any path it adds are
+            # the catalog's; the table is the one this source is bound to
+            for key in [k for k in options if k.lower() in _CATALOG_KEYS]:
+                del options[key]
+            options["path"] = self.bound_path
+            options["storageOptions"] = self.bound_storage_options
+        return SparkOptions(options)
 
     def schema(self) -> Any:
+        if self.bound_path is None and "provider" in {k.lower() for k in self.options}:
+            # Spark 4.3 passes a catalog table's LOCATION here, at CREATE TABLE, and never
+            # again: reads and writes of the entry would find no table
+            raise InvalidOptionError(
+                "CREATE TABLE ... USING carbonlite is not supported: Spark 4.3 does not give a "
+                "Python data source the table's LOCATION when the table is read or written, "
+                "so the catalog entry could not be used. Register the table instead: "
+                "carbonlite.spark.register_table(spark, 'name', '/path/to/table') (or, for SQL "
+                "only: CREATE TEMPORARY VIEW name USING carbonlite OPTIONS (path '...'))"
+            )
         options = self._options()
         table = open_table(options.path, storage_options=options.storage_options or None)
         version = options.get_int("versionAsOf")

@@ -29,7 +29,11 @@ class SparkOptions:
         path = self.get("path")
         if not path:
             raise InvalidOptionError(
-                "no table path: use .load(path) / .save(path) / .start(path) or .option('path', ...)"
+                "no table path: use .load(path) / .save(path) / .start(path) or "
+                ".option('path', ...). "
+                "A catalog table made by CREATE TABLE (cols) USING carbonlite, saveAsTable or "
+                "toTable gets no path from Spark 4.3: DROP TABLE it and use "
+                "carbonlite.spark.register_table(spark, name, path) (docs/SPARK.md)"
             )
         return path
 

@@ -73,10 +73,15 @@ def spark_jobs(
 
 
 @pytest.fixture(scope="session")
-def spark(spark_jobs: SparkJobs) -> Iterator[Any]:
+def spark(spark_jobs: SparkJobs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     import carbonlite.spark
 
-    session = carbonlite.spark.local_session("local[2,2]", app_name="carbonlite-tests")
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")  # catalog tables' own directories
+    session = carbonlite.spark.local_session(
+        "local[2,2]",
+        app_name="carbonlite-tests",
+        config={"spark.sql.warehouse.dir": str(warehouse)},
+    )
     yield session
     for q in session.streams.active:
         q.stop()
