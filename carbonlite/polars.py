@@ -57,6 +57,19 @@ class _Untranslatable(Exception):
     pass
 
 
+_NOT_TRANSLATED = (
+    _Untranslatable,
+    KeyError,
+    TypeError,
+    ValueError,
+    IndexError,
+    StopIteration,
+    pa.ArrowException,
+)
+"""What translating a node of Polars' serialized predicate can raise: that node is left to
+Polars (unexpected shapes of a tree whose format Polars does not promise included)."""
+
+
 # --- literals ----------------------------------------------------------------------------------
 
 
@@ -163,14 +176,7 @@ class _Translator:
         for side in (left, right):
             try:
                 sides.append(self.translate(side, negated))
-            except (
-                _Untranslatable,
-                KeyError,
-                TypeError,
-                ValueError,
-                IndexError,
-                pa.ArrowException,
-            ):
+            except _NOT_TRANSLATED:
                 if not droppable:
                     raise _Untranslatable from None
         if not sides:
@@ -273,15 +279,7 @@ def to_arrow_filter(predicate: Any, schema: pa.Schema) -> pc.Expression | None:
     for node in _conjuncts(tree):
         try:
             terms.append(translator.translate(node))
-        except (
-            _Untranslatable,
-            KeyError,
-            TypeError,
-            ValueError,
-            IndexError,
-            StopIteration,
-            pa.ArrowException,
-        ):
+        except _NOT_TRANSLATED:
             continue  # an unexpected node shape: that term prunes nothing
     if _evaluable(_all_of(terms), schema):  # the usual case: one check for every term
         return _all_of(terms)
