@@ -14,7 +14,7 @@ from pyspark.sql.datasource import (
 
 from carbonlite.create import open_table
 from carbonlite.errors import InvalidOptionError
-from carbonlite.spark.options import SparkOptions
+from carbonlite.spark.options import Route, SparkOptions, check_options
 from carbonlite.spark.sink import CarbonLiteBatchWriter, CarbonLiteStreamWriter
 from carbonlite.spark.source import CarbonLiteBatchReader, CarbonLiteStreamReader
 from carbonlite.spark.types import spark_schema
@@ -35,7 +35,10 @@ class CarbonLiteDataSource(DataSource):
     def name(cls) -> str:
         return "carbonlite"
 
-    def _options(self) -> SparkOptions:
+    extra_options: tuple[str, ...] = ()
+    """Options a subclass takes besides the ``carbonlite`` ones."""
+
+    def _options(self, route: Route | None = None) -> SparkOptions:
         options = dict(self.options)
         if self.bound_path is not None:
             # Spark's own keys for a catalog table (provider, owner) and any path it adds are
@@ -44,6 +47,8 @@ class CarbonLiteDataSource(DataSource):
                 del options[key]
             options["path"] = self.bound_path
             options["storageOptions"] = self.bound_storage_options
+        if route is not None:
+            check_options(options, route, extra=self.extra_options)
         return SparkOptions(options)
 
     def schema(self) -> Any:
@@ -63,13 +68,13 @@ class CarbonLiteDataSource(DataSource):
         return spark_schema(table.snapshot(version).schema)
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return CarbonLiteBatchReader(self._options(), schema)
+        return CarbonLiteBatchReader(self._options("read"), schema)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
-        return CarbonLiteBatchWriter(self._options(), schema, overwrite)
+        return CarbonLiteBatchWriter(self._options("write"), schema, overwrite)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        return CarbonLiteStreamWriter(self._options(), schema, overwrite)
+        return CarbonLiteStreamWriter(self._options("writeStream"), schema, overwrite)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return CarbonLiteStreamReader(self._options(), schema)
+        return CarbonLiteStreamReader(self._options("readStream"), schema)

@@ -2,14 +2,46 @@
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.properties import parse_bool, parse_size
 
-__all__ = ["SparkOptions"]
+__all__ = ["OPTIONS", "Route", "SparkOptions", "check_options"]
+
+Route = Literal["read", "readStream", "write", "writeStream"]
+
+_COMMON = ("path", "storageOptions")
+OPTIONS: dict[Route, tuple[str, ...]] = {
+    "read": (*_COMMON, "versionAsOf", "filter", "columns", "filterPushdown"),
+    "readStream": (
+        *_COMMON,
+        "maxFilesPerTrigger",
+        "maxRowsPerTrigger",
+        "maxBytesPerTrigger",
+        "startingVersion",
+        "startingTimestamp",
+        "skipChangeCommits",
+    ),
+    "write": (*_COMMON, "sortColumns", "txnAppId", "txnVersion", "carbonlite.saveMode"),
+    "writeStream": (*_COMMON, "sortColumns", "txnAppId", "checkpointLocation"),
+}
+"""The options each route takes (docs/SPARK.md, "Options"); anything else is refused."""
+_PREFIXES: dict[Route, tuple[str, ...]] = {
+    "read": ("storage.",),
+    "readStream": ("storage.",),
+    "write": ("storage.", "property."),
+    "writeStream": ("storage.", "property."),
+}
+_CALLS: dict[Route, str] = {
+    "read": "spark.read",
+    "readStream": "spark.readStream",
+    "write": "df.write",
+    "writeStream": "df.writeStream",
+}
 
 _STORAGE_PREFIX = "storage."
 _PROPERTY_PREFIX = "property."
@@ -95,3 +127,28 @@ class SparkOptions:
     def get_list(self, name: str) -> list[str]:
         value = self.get(name)
         return [p.strip() for p in value.split(",") if p.strip()] if value else []
+
+
+def check_options(options: Mapping[str, str], route: Route, *, extra: Iterable[str] = ()) -> None:
+    """Refuse any option ``route`` does not take, naming it, the nearest valid name and all
+    valid ones (Spark hands keys over lower-cased; matching ignores case)."""
+    valid = [*OPTIONS[route], *extra]
+    by_lower = {name.lower(): name for name in valid}
+    prefixes = _PREFIXES[route]
+    unknown = [
+        key
+        for key in options
+        if key.lower() not in by_lower and not key.lower().startswith(prefixes)
+    ]
+    if not unknown:
+        return
+    problems = []
+    for key in sorted(unknown):
+        near = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
+        hint = f" (did you mean {by_lower[near[0]]!r}?)" if near else ""
+        problems.append(f"{key!r}{hint}")
+    raise InvalidOptionError(
+        f"{_CALLS[route]}.format('carbonlite') does not take the option"
+        f"{'s' if len(problems) > 1 else ''} {', '.join(problems)}; it takes "
+        f"{', '.join(OPTIONS[route])}, and names starting with {' or '.join(prefixes)}"
+    )

@@ -1,12 +1,11 @@
-"""The Spark sinks: exactly-once streaming writes and atomic batch writes.
+"""The Spark sinks: exactly-once streaming writes and atomic batch writes, translated onto
+the planned/distributed write of ``carbonlite/writer/distributed.py``.
 
-Each micro-batch (or batch job) is planned on the driver against the latest snapshot: which
-segment takes the data and the committed length of every stream file in it. Each task
-appends blocklets to its own file, named after the writing application, the partition and the
-task attempt (so retries and speculative attempts never share a file), truncating it to its
-committed length first; it returns the appended range as its commit message. The driver
-commits every task's range and the ``(query id, batch id)`` marker in ONE log version; a batch
-the table already holds is skipped, so a replay after a crash cannot duplicate rows.
+Each micro-batch (or batch job) is planned on the driver; each Spark task writes its rows as
+one part, named after the writing application (or job), the partition and the task attempt;
+the driver commits every part and the ``(app id, batch id)`` marker (the query's, or
+``txnAppId``/``txnVersion`` on a batch write) in ONE log version. A batch the table already
+holds is skipped, so a replay after a crash cannot duplicate rows.
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -27,30 +26,28 @@ from pyspark.sql.datasource import (
 
 from carbonlite.create import create_table, open_table
 from carbonlite.errors import (
-    CarbonLiteError,
+    InvalidOptionError,
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
 )
 from carbonlite.format.conform import schema_differences
 from carbonlite.metadata import BlockletsAppended, TxnMarker
-from carbonlite.properties import TableProperties
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
-from carbonlite.storage import open_storage
 from carbonlite.table import Table
-from carbonlite.writer.append import (
-    WRITER_LOCK_TIMEOUT,
-    AppendCommit,
-    TableWriter,
-    lock_path,
-    now_ms,
+from carbonlite.writer.distributed import (
+    WritePlan,
+    abort_parts,
+    commit_leased,
+    commit_parts,
+    lease_plan,
+    plan_write,
+    write_part,
 )
-from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.lease import Lease
-from carbonlite.writer.stream_file import write_blocklets
 
-__all__ = ["CarbonLiteBatchWriter", "CarbonLiteCommitMessage", "CarbonLiteStreamWriter", "SinkPlan"]
+__all__ = ["CarbonLiteBatchWriter", "CarbonLiteCommitMessage", "CarbonLiteStreamWriter"]
 
 
 @dataclass
@@ -62,27 +59,6 @@ class CarbonLiteCommitMessage(WriterCommitMessage):
     batch_id: int | None = None
     partition: int = 0
     attempt: int = 0
-
-
-@dataclass
-class SinkPlan:
-    """Everything a task needs, decided on the driver for one micro-batch or job."""
-
-    uri: str
-    storage_options: dict[str, Any]
-    schema: pa.Schema
-    segment_id: str
-    new_segment: bool
-    committed: dict[str, int] = field(default_factory=dict)
-    txns: dict[str, int] = field(default_factory=dict)
-    overwrite: bool = False
-    skip: bool = False
-    blocklet_max_rows: int = 65_536
-    blocklet_max_bytes: int = 64 * 1024 * 1024
-    compression_level: int = 1
-    read_version: int = 0
-    planned_ms: int | None = None
-    """When the driver planned the batch: its commit records the duration from here."""
 
 
 def _tag(app_id: str) -> str:
@@ -115,129 +91,35 @@ def open_or_create(options: SparkOptions, spark_schema: Any) -> Table:
     return table
 
 
-def plan_sink(table: Table, *, overwrite: bool, skip: bool = False) -> SinkPlan:
-    snap = table.refresh().snapshot()
-    writer = TableWriter(
-        table.storage, table.root, writer_id="plan", storage_options=table.storage_options
-    )
-    segment_id, created = writer.target_segment(snap, overwrite=overwrite)
-    seg = snap.segments.get(segment_id)
-    props = TableProperties(snap.properties)
-    return SinkPlan(
-        uri=table.path,
-        storage_options=table.storage_options,
-        schema=snap.schema,
-        segment_id=segment_id,
-        new_segment=created,
-        committed={p: f.committed_length for p, f in seg.files.items()} if seg is not None else {},
-        txns=dict(snap.txns),
-        overwrite=overwrite,
-        skip=skip,
-        blocklet_max_rows=props.blocklet_max_rows,
-        blocklet_max_bytes=props.blocklet_max_bytes,
-        compression_level=props.compression_level,
-        read_version=snap.version,
-        planned_ms=now_ms(),
-    )
-
-
 def write_task(
-    plan: SinkPlan,
+    plan: WritePlan,
     iterator: Iterator[pa.RecordBatch],
     *,
     tag: str,
     app_id: str | None,
     batch_id: int | None,
 ) -> CarbonLiteCommitMessage:
-    """Append this task's rows to its own stream file; runs on an executor."""
+    """One Spark task's part of the write (writer/distributed.py); runs on an executor."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     partition = ctx.partitionId() if ctx is not None else 0
     attempt = ctx.attemptNumber() if ctx is not None else 0
-    done = plan.txns.get(app_id) if app_id is not None else None
-    if plan.skip or (done is not None and batch_id is not None and done >= batch_id):
-        for _ in iterator:  # already committed (a replay) or ignored: write nothing
-            pass
-        return CarbonLiteCommitMessage(None, app_id, batch_id, partition, attempt)
-    storage, root = open_storage(plan.uri, plan.storage_options or None)
-    name = f"{tag}-p{partition:05d}-a{attempt}"
-    file = f"segments/{plan.segment_id}/{name}.cblt"
     batches = (relabel_from_spark(b, plan.schema) for b in iterator)
-    lock = storage.lock(lock_path(storage, root, name), timeout=WRITER_LOCK_TIMEOUT)
-    with lock:  # a zombie attempt of an earlier batch may still hold this file
-        appended = _write_task_file(storage, root, plan, file, batches)
+    appended = write_part(
+        plan,
+        batches,
+        tag=tag,
+        partition=partition,
+        attempt=attempt,
+        app_id=app_id,
+        batch_id=batch_id,
+    )
     return CarbonLiteCommitMessage(appended, app_id, batch_id, partition, attempt)
 
 
-def _write_task_file(
-    storage: Any, root: str, plan: SinkPlan, file: str, batches: Iterator[pa.RecordBatch]
-) -> BlockletsAppended | None:
-    return write_blocklets(
-        storage,
-        root,
-        segment_id=plan.segment_id,
-        file=file,
-        committed_length=plan.committed.get(file, 0),
-        schema=plan.schema,
-        batches=conformed_batches(batches, plan.schema, where=plan.uri),
-        storage_options=plan.storage_options,
-        compression_level=plan.compression_level,
-        max_rows=plan.blocklet_max_rows,
-        max_bytes=plan.blocklet_max_bytes,
-    )
-
-
-def commit_messages(
-    plan: SinkPlan,
-    messages: list[Any],
-    *,
-    txn: TxnMarker | None,
-    operation: str,
-    parameters: dict[str, str],
-) -> None:
-    """Commit every task's appends (and ``txn``) as one version; runs on the driver."""
-    appends = tuple(m.appended for m in messages if m is not None and m.appended is not None)
-    if plan.skip or (not appends and not plan.overwrite):
-        return
-    table = open_table(plan.uri, storage_options=plan.storage_options or None)
-    writer = TableWriter(
-        table.storage,
-        table.root,
-        writer_id=f"{_tag(txn.app_id) if txn else 'batch'}-driver",
-        storage_options=table.storage_options,
-    )
-    pending = AppendCommit(
-        appends=appends,
-        new_segments=frozenset({plan.segment_id}) if plan.new_segment and appends else frozenset(),
-        txn=txn,
-        overwrite=plan.overwrite,
-        operation=operation,
-        parameters=parameters,
-        started_ms=plan.planned_ms,
-    )
-    writer.commit(table.log, table.refresh().snapshot(), pending, read_version=plan.read_version)
-
-
-def lease_plan(plan: SinkPlan, owner: str) -> Lease | None:
-    """A lease over the segment the plan's tasks write into, held on the driver from planning
-    until the commit or abort: recover leaves task files alone while the batch is in flight,
-    however long it takes (writer/lease.py)."""
-    if plan.skip:
-        return None
-    storage, root = open_storage(plan.uri, plan.storage_options or None)
-    return Lease(storage, root, owner=owner, paths=[f"segments/{plan.segment_id}/"]).acquire()
-
-
-def commit_leased(lease: Lease | None, commit: Callable[[], None]) -> None:
-    """Run ``commit`` if ``lease`` still holds, then release it (``Lease.__exit__`` leaves the
-    record to expire when the commit's outcome is unknown: a late version may need the files)."""
-    if lease is None:
-        commit()
-        return
-    with lease:  # held since planning
-        lease.check()
-        commit()
+def _parts(messages: list[Any]) -> list[BlockletsAppended | None]:
+    return [m.appended if m is not None else None for m in messages]
 
 
 class _LeasedWriter:
@@ -247,7 +129,7 @@ class _LeasedWriter:
 
     _lease: Lease | None = None
 
-    def _hold(self, plan: SinkPlan, owner: str) -> None:
+    def _hold(self, plan: WritePlan, owner: str) -> None:
         self._lease = lease_plan(plan, owner)
         if self._lease is not None:
             weakref.finalize(self, self._lease.release)
@@ -262,38 +144,12 @@ class _LeasedWriter:
             self._lease.release()
 
 
-def abort_messages(plan: SinkPlan, messages: list[Any]) -> None:
-    """Cut the files of an aborted batch back to their committed lengths (best effort: the
-    next writer of each file does it anyway)."""
-    storage, root = open_storage(plan.uri, plan.storage_options or None)
-    try:
-        table = open_table(plan.uri, storage_options=plan.storage_options or None)
-        snap = table.snapshot()
-    except CarbonLiteError:
-        return
-    for m in messages:
-        if m is None or m.appended is None:
-            continue
-        a = m.appended
-        seg = snap.segments.get(a.segment_id)
-        f = seg.files.get(a.file) if seg is not None else None
-        committed = f.committed_length if f is not None else 0
-        path = storage.join(root, a.file)
-        try:
-            if committed == 0:
-                storage.delete(path)
-            elif committed == a.start and storage.supports_append:
-                storage.truncate(path, committed)
-        except OSError:
-            pass
-
-
 class CarbonLiteStreamWriter(_LeasedWriter, DataSourceStreamArrowWriter):
     """``df.writeStream.format("carbonlite")``: one log version per micro-batch."""
 
     def __init__(self, options: SparkOptions, spark_schema: Any, overwrite: bool) -> None:
         table = open_or_create(options, spark_schema)
-        self.plan = plan_sink(table, overwrite=overwrite)
+        self.plan = plan_write(table, overwrite=overwrite)
         self.app_id = options.get("txnAppId")
         self.output_mode = "complete" if overwrite else "append"
         self._hold(self.plan, "spark stream")
@@ -315,9 +171,9 @@ class CarbonLiteStreamWriter(_LeasedWriter, DataSourceStreamArrowWriter):
         txn = TxnMarker(app_id, batchId) if app_id else None
         commit_leased(
             self._lease,
-            lambda: commit_messages(
+            lambda: commit_parts(
                 self.plan,
-                messages,
+                _parts(messages),
                 txn=txn,
                 operation="STREAMING UPDATE",
                 parameters={
@@ -325,52 +181,83 @@ class CarbonLiteStreamWriter(_LeasedWriter, DataSourceStreamArrowWriter):
                     "queryId": app_id or "",
                     "epochId": str(batchId),
                 },
+                writer_id=f"{_tag(app_id) if app_id else 'stream'}-driver",
             ),
         )
 
     def abort(self, messages: list[Any], batchId: int) -> None:
-        abort_messages(self.plan, messages)
+        abort_parts(self.plan, _parts(messages))
         self._release()
 
 
 class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
-    """``df.write.format("carbonlite")``: one atomic commit per write."""
+    """``df.write.format("carbonlite")``: one atomic commit per write. With ``txnAppId`` and
+    ``txnVersion`` (Delta's idempotent writes, e.g. in ``foreachBatch``) the write commits its
+    transaction marker with its rows, and a version the table already holds for that app id
+    writes nothing."""
 
     def __init__(self, options: SparkOptions, spark_schema: Any, overwrite: bool) -> None:
-        mode = (
+        self.mode = (
             options.get("carbonlite.saveMode") or ("overwrite" if overwrite else "append")
         ).lower()
-        skip = False
-        if mode in ("error", "errorifexists", "default", "ignore"):
-            uri = options.path
-            try:
-                open_table(uri, storage_options=options.storage_options or None)
-                exists = True
-            except TableNotFoundError:
-                exists = False
-            if exists and mode != "ignore":
-                raise TableExistsError(
-                    f"table {uri!r} already exists (save mode {mode!r}); use mode('append') or "
-                    "mode('overwrite') to write into it, or mode('ignore') to leave it"
-                )
-            skip = exists
-        table = open_or_create(options, spark_schema)
-        self.plan = plan_sink(table, overwrite=overwrite, skip=skip)
+        self.txn = _batch_txn(options)
+        exists = self.mode in ("error", "errorifexists", "default", "ignore") and _exists(options)
+        if exists and self.mode != "ignore":
+            raise TableExistsError(
+                f"table {options.path!r} already exists (save mode {self.mode!r}); use "
+                "mode('append') or mode('overwrite') to write into it, or mode('ignore') to "
+                "leave it"
+            )
+        if exists:  # mode ignore on an existing table: leave it as it is, schema included
+            table = open_table(options.path, storage_options=options.storage_options or None)
+        else:
+            table = open_or_create(options, spark_schema)
+        self.plan = plan_write(table, overwrite=overwrite, skip=exists, txn=self.txn)
         self.tag = uuid.uuid4().hex[:12]
-        self.mode = mode
         self._hold(self.plan, "spark write")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonLiteCommitMessage:
         return write_task(self.plan, iterator, tag=self.tag, app_id=None, batch_id=None)
 
     def commit(self, messages: list[Any]) -> None:
+        parameters = {"mode": self.mode}
+        if self.txn is not None:
+            parameters.update(txnAppId=self.txn.app_id, txnVersion=str(self.txn.batch_id))
         commit_leased(
             self._lease,
-            lambda: commit_messages(
-                self.plan, messages, txn=None, operation="WRITE", parameters={"mode": self.mode}
+            lambda: commit_parts(
+                self.plan,
+                _parts(messages),
+                txn=self.txn,
+                operation="WRITE",
+                parameters=parameters,
+                writer_id=f"{_tag(self.txn.app_id) if self.txn else 'batch'}-driver",
             ),
         )
 
     def abort(self, messages: list[Any]) -> None:
-        abort_messages(self.plan, messages)
+        abort_parts(self.plan, _parts(messages))
         self._release()
+
+
+def _exists(options: SparkOptions) -> bool:
+    try:
+        open_table(options.path, storage_options=options.storage_options or None)
+    except TableNotFoundError:
+        return False
+    return True
+
+
+def _batch_txn(options: SparkOptions) -> TxnMarker | None:
+    """``txnAppId`` + ``txnVersion``: both or neither."""
+    app_id = options.get("txnAppId")
+    version = options.get_int("txnVersion")
+    if app_id is None and version is None:
+        return None
+    if not app_id or version is None:
+        raise InvalidOptionError(
+            "txnAppId and txnVersion go together: give both (e.g. in foreachBatch, "
+            ".option('txnAppId', app).option('txnVersion', batch_id)) or neither; got "
+            f"txnAppId={app_id!r}, txnVersion={options.get('txnVersion')!r}"
+        )
+    return TxnMarker(app_id, version)

@@ -227,7 +227,16 @@ class BufferedObjectAppender(Appender):
                 return
             body = b"".join(self._chunks)
             self._chunks = [body]
-            self._storage.put(self.path, body)
+            if self._flushed_size < 0:
+                # the first write creates the object, or fails: another writer (a zombie task
+                # of the same name, say) must never be overwritten, nor overwrite this one
+                if not self._storage.put_if_absent(self.path, body):
+                    raise StorageError(
+                        f"{self._storage.uri(self.path)!r} was created by another writer "
+                        "while this one was writing it; nothing of it was overwritten"
+                    )
+            else:
+                self._storage.put(self.path, body)  # the object this appender created
             self._flushed_size = self._size
 
     def close(self) -> None:

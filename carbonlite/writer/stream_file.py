@@ -27,8 +27,10 @@ def to_entry(meta: BlockletMeta) -> BlockletEntry:
 
 
 def _prepare(storage: Storage, path: str, committed_length: int) -> None:
-    """Remove a file that holds nothing committed (a failed first attempt left it)."""
-    if committed_length == 0 and storage.exists(path):
+    """Remove a file that holds nothing committed (a failed first attempt left it). Only where
+    files are appended to (and so reused by their owner): an object store's writers always
+    create new objects, and one that exists is someone else's, never to be replaced."""
+    if committed_length == 0 and storage.supports_append and storage.exists(path):
         storage.delete(path)
 
 

@@ -198,11 +198,12 @@ def test_a_spark_writer_dropped_without_commit_releases_its_lease(tmp_path) -> N
     heartbeat renewing its lease forever."""
     import gc
 
-    from carbonlite.spark.sink import _LeasedWriter, plan_sink
+    from carbonlite.spark.sink import _LeasedWriter
+    from carbonlite.writer.distributed import plan_write
 
     table = cl.create_table(tmp_path / "t", events(0, 1).schema)
     writer = _LeasedWriter()
-    writer._hold(plan_sink(table, overwrite=False), "spark stream")
+    writer._hold(plan_write(table, overwrite=False), "spark stream")
     assert len(read_leases(table.storage, table.root)[0]) == 1
     assert "_lease" not in writer.__getstate__()  # never shipped to executors
     del writer
@@ -212,7 +213,7 @@ def test_a_spark_writer_dropped_without_commit_releases_its_lease(tmp_path) -> N
 
 @pytest.mark.parametrize("outcome", ["committed", "conflict", "unknown"])
 def test_the_spark_driver_releases_its_lease_unless_the_outcome_is_unknown(tmp_path, outcome):
-    from carbonlite.spark.sink import commit_leased
+    from carbonlite.writer.distributed import commit_leased
 
     table = cl.create_table(tmp_path / "t", events(0, 1).schema)
     lease = Lease(table.storage, table.root, owner="spark stream", paths=["segments/0/"])

@@ -111,3 +111,54 @@ def test_schema_mismatch_is_refused(spark: Any, tmp_path: Any) -> None:
     with pytest.raises(AnalysisException, match="does not match the schema"):
         other.write.format("carbonlite").mode("append").save(path)
     assert open_table(path).version == 1
+
+
+def test_ignore_mode_leaves_a_table_of_another_schema_alone(spark: Any, tmp_path: Any) -> None:
+    path = str(tmp_path / "t")
+    df, rows = frame(spark, 0, 20, partitions=2)
+    df.write.format("carbonlite").save(path)
+    other = spark.createDataFrame([("x", 1.5)], "name string, weight double")
+    other.write.format("carbonlite").mode("ignore").save(path)  # no error, nothing written
+    t = open_table(path)
+    assert t.version == 1 and t.schema == SOURCE_SCHEMA
+    assert_same_rows(t.to_arrow(), rows)
+
+
+def test_foreach_batch_with_txn_options_writes_each_batch_once(spark: Any, tmp_path: Any) -> None:
+    """Delta's idempotent writes: replaying a batch id already committed writes nothing."""
+    path = str(tmp_path / "t")
+    batches = {b: frame(spark, b * 100, 40, partitions=2) for b in range(4)}
+
+    def write_batch(batch_id: int) -> None:
+        df, _ = batches[batch_id]
+        (
+            df.write.format("carbonlite")
+            .mode("append")
+            .option("txnAppId", "ingest-app")
+            .option("txnVersion", batch_id)
+            .save(path)
+        )
+
+    for b in range(4):
+        write_batch(b)
+    write_batch(3)  # the replay after a crash between the write and the checkpoint
+    write_batch(1)  # an older one too
+    t = open_table(path)
+    assert t.count_rows() == 160
+    assert t.transaction_version("ingest-app") == 3
+    assert t.version == 4  # one commit per batch, none for the replays
+    (h,) = t.history(limit=1)
+    assert (h.parameters["txnAppId"], h.parameters["txnVersion"]) == ("ingest-app", "3")
+    assert_same_rows(t.to_arrow(), pa.concat_tables([r for _, r in batches.values()]))
+
+
+def test_txn_options_go_together(spark: Any, tmp_path: Any) -> None:
+    df, _ = frame(spark, 0, 5, partitions=1)
+    with pytest.raises(Exception, match="txnAppId and txnVersion go together"):
+        df.write.format("carbonlite").mode("append").option("txnVersion", 1).save(
+            str(tmp_path / "t")
+        )
+    with pytest.raises(Exception, match="txnVersion"):
+        df.write.format("carbonlite").mode("append").option("txnAppId", "a").option(
+            "txnVersion", "soon"
+        ).save(str(tmp_path / "t"))

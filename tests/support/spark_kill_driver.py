@@ -57,6 +57,8 @@ class KillingStreamWriter(CarbonLiteStreamWriter):
 
 
 class KillingDataSource(CarbonLiteDataSource):
+    extra_options = ("killAtBatch", "killReport")
+
     @classmethod
     def name(cls) -> str:
         return KILLER_FORMAT

@@ -1,0 +1,91 @@
+"""The planned write that Spark tasks do (writer/distributed.py): parts committed once, and
+zombie attempts that can neither overwrite a committed object nor cut committed bytes."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import carbonlite as cl
+from carbonlite.errors import CommitConflictError, StorageError
+from carbonlite.metadata import TxnMarker
+from carbonlite.storage import open_storage
+from carbonlite.writer.distributed import commit_parts, part_file, plan_write, write_part
+from tests.support.places import Place
+
+SCHEMA = pa.schema([("i", pa.int64())])
+
+
+def _rows(lo: int, hi: int) -> list[pa.RecordBatch]:
+    return pa.table({"i": list(range(lo, hi))}, SCHEMA).to_batches()
+
+
+def _ids(t: cl.Table) -> list[int]:
+    return sorted(t.refresh().to_arrow().column("i").to_pylist())
+
+
+def _commit(plan, parts, txn=None) -> int | None:
+    return commit_parts(plan, parts, txn=txn, operation="WRITE", parameters={}, writer_id="d")
+
+
+def test_parts_commit_as_one_version_and_a_transaction_only_once(place: Place) -> None:
+    t = cl.create_table(place.uri("t"), SCHEMA, storage_options=place.storage_options)
+    txn = TxnMarker("app", 3)
+    plan = plan_write(t, overwrite=False, txn=txn)
+    parts = [
+        write_part(plan, _rows(10 * p, 10 * p + 10), tag="x", partition=p, attempt=0)
+        for p in range(3)
+    ]
+    version = _commit(plan, parts, txn)
+    assert version == 1 and _ids(t) == list(range(30))
+    assert t.transaction_version("app") == 3
+    again = plan_write(t, overwrite=False, txn=txn)  # a replay of the same transaction
+    assert again.skip
+    assert write_part(again, _rows(0, 10), tag="x", partition=0, attempt=0) is None
+    assert _commit(again, [None], txn) is None
+    assert _ids(t) == list(range(30))
+
+
+def test_each_plan_writes_new_objects_on_an_object_store(place: Place) -> None:
+    t = cl.create_table(place.uri("t"), SCHEMA, storage_options=place.storage_options)
+    names = set()
+    for batch in range(3):
+        plan = plan_write(t, overwrite=False)
+        part = write_part(plan, _rows(batch * 5, batch * 5 + 5), tag="q", partition=0, attempt=0)
+        assert part is not None
+        names.add(part.file)
+        _commit(plan, [part], TxnMarker("q", batch))
+    assert _ids(t) == list(range(15))
+    # local disks append batch after batch to the part's file; object stores never append
+    assert len(names) == (1 if place.kind == "local" else 3)
+
+
+def test_a_zombie_never_overwrites_a_committed_object(s3_server) -> None:
+    place = Place("s3", f"s3://{s3_server.new_bucket()}", s3_server.storage_options)
+    t = cl.create_table(place.uri("t"), SCHEMA, storage_options=place.storage_options)
+    plan = plan_write(t, overwrite=False)
+    part = write_part(plan, _rows(0, 10), tag="z", partition=0, attempt=0)
+    _commit(plan, [part])
+    storage, root = open_storage(t.path, place.storage_options)
+    path = storage.join(root, part_file(plan, "z", 0, 0))
+    before = storage.read(path, 0, storage.size(path))
+    # the same task attempt run again (a zombie of this very plan) with other rows
+    with pytest.raises(StorageError, match=r"another writer|cannot append"):
+        write_part(plan, _rows(100, 200), tag="z", partition=0, attempt=0)
+    assert storage.read(path, 0, storage.size(path)) == before
+    assert _ids(t) == list(range(10))
+    assert t.verify().ok
+
+
+def test_a_zombie_of_an_earlier_batch_cannot_cut_committed_bytes(tmp_path) -> None:
+    t = cl.create_table(tmp_path / "t", SCHEMA)
+    stale = plan_write(t, overwrite=False)  # batch 0, whose attempt will run late
+    first = write_part(stale, _rows(0, 10), tag="s", partition=0, attempt=0)
+    _commit(stale, [first], TxnMarker("s", 0))
+    later = plan_write(t, overwrite=False)  # batch 1 appends to the same file
+    part = write_part(later, _rows(10, 20), tag="s", partition=0, attempt=0)
+    _commit(later, [part], TxnMarker("s", 1))
+    with pytest.raises(CommitConflictError, match="stale"):
+        write_part(stale, _rows(500, 600), tag="s", partition=0, attempt=0)
+    assert _ids(t) == list(range(20))
+    assert t.verify().ok
