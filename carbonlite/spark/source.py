@@ -12,6 +12,10 @@ compaction) hold no units, so no row is delivered twice.
 
 from __future__ import annotations
 
+import functools
+import json
+import logging
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -38,15 +42,23 @@ from carbonlite.errors import (
 )
 from carbonlite.metadata import BlockletsAppended, CommitInfo, SegmentStatusChanged, Snapshot
 from carbonlite.reader.expression import parse_filter
-from carbonlite.reader.planner import Split, plan_scan
+from carbonlite.reader.planner import ScanPlan, Split, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.spark.filters import to_expression
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
+from carbonlite.spark.types import spark_schema as spark_schema_of
 from carbonlite.storage import open_storage
 from carbonlite.table import Table
 
-__all__ = ["CarbonLiteBatchReader", "CarbonLiteStreamReader", "SplitsPartition"]
+__all__ = [
+    "CarbonLiteBatchReader",
+    "CarbonLitePushdownReader",
+    "CarbonLiteStreamReader",
+    "SplitsPartition",
+]
+
+LOG = logging.getLogger("carbonlite.spark")
 
 PARTITION_BYTES = 128 * 1024 * 1024
 
@@ -63,6 +75,8 @@ class SplitsPartition(InputPartition):
     storage_options: dict[str, Any]
     table_schema: pa.Schema
     columns: list[str]
+    nullable: list[bool] | None = None
+    """Spark's nullability of each column (the user schema's); None: the table's."""
     splits: list[Split] = field(default_factory=list)
     filter: pc.Expression | None = None
     version: int | None = None
@@ -86,6 +100,7 @@ class _ReaderFields(Protocol):
     storage_options: dict[str, Any]
     table_schema: pa.Schema
     columns: list[str]
+    nullable: list[bool] | None
 
 
 def partitions_of(
@@ -102,6 +117,7 @@ def partitions_of(
             storage_options=reader.storage_options,
             table_schema=reader.table_schema,
             columns=reader.columns,
+            nullable=reader.nullable,
             splits=group,
             filter=filter,
             version=version,
@@ -115,6 +131,8 @@ def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
     storage, root = open_storage(p.uri, p.storage_options or None)
     output = pa.schema([p.table_schema.field(c) for c in p.columns])
     target = spark_arrow_schema(output)
+    if p.nullable is not None:
+        target = pa.schema([f.with_nullable(n) for f, n in zip(target, p.nullable, strict=True)])
     parsed = (
         parse_filter(p.filter, p.table_schema, where=repr(p.uri)) if p.filter is not None else None
     )
@@ -129,24 +147,99 @@ def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
 
 
 def _requested_columns(table_schema: pa.Schema, spark_schema: Any, where: str) -> list[str]:
-    names = (
-        [f.name for f in spark_schema.fields] if spark_schema is not None else table_schema.names
-    )
+    """The columns a user schema asks for, checked against the table: each must exist, with
+    the Spark type the table's column reads as; a NOT NULL field needs a NOT NULL column (a
+    nullable field may name a NOT NULL column: the rows are the same)."""
+    if spark_schema is None:
+        return table_schema.names
+    names = [f.name for f in spark_schema.fields]
     missing = [n for n in names if n not in table_schema.names]
     if missing:
         raise SchemaMismatchError(
             f"the schema given to read {where} names columns the table does not have: {missing}",
             [f"the table's columns are {table_schema.names}"],
         )
+    table_fields = {f.name: f for f in spark_schema_of(table_schema).fields}
+    differences = []
+    for f in spark_schema.fields:
+        have = table_fields[f.name]
+        if f.dataType != have.dataType:
+            differences.append(
+                f"{f.name}: the schema says {f.dataType.simpleString()}, the table's column "
+                f"reads as {have.dataType.simpleString()}"
+            )
+        elif not f.nullable and have.nullable:
+            differences.append(
+                f"{f.name}: the schema says NOT NULL, the table's column is nullable"
+            )
+    if differences:
+        raise SchemaMismatchError(
+            f"the schema given to read {where} does not fit the table's columns: give each "
+            "column with the type it reads as (NOT NULL only for a NOT NULL column)",
+            differences,
+        )
     return names
+
+
+def _nullable(table_schema: pa.Schema, spark_schema: Any) -> list[bool] | None:
+    """The nullability Spark expects of each requested column: the user schema's, which Spark
+    checks exactly (a nullable field over a NOT NULL column reads as nullable)."""
+    if spark_schema is None:
+        return None
+    return [bool(f.nullable) for f in spark_schema.fields]
 
 
 def _open(options: SparkOptions) -> Table:
     return open_table(options.path, storage_options=options.storage_options or None)
 
 
+def _filter_option(options: SparkOptions, schema: pa.Schema, where: str) -> pc.Expression | None:
+    """The option ``filter``: DNF terms as JSON, ``[["id", ">", 100], ["kind", "=", "a"]]`` (AND)
+    or a list of such lists (OR of ANDs). Part of the DataFrame's definition, so it prunes and
+    filters every query of that DataFrame alike."""
+    text = options.get("filter")
+    if text is None or not text.strip():
+        return None
+    try:
+        terms = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidOptionError(
+            f"option filter={text!r} is not JSON ({exc}); give DNF terms such as "
+            '[["id", ">", 100], ["kind", "in", ["a", "b"]]]'
+        ) from None
+    if not isinstance(terms, list) or not terms:
+        raise InvalidOptionError(
+            f"option filter={text!r} must be a JSON list of [column, op, value] terms (AND), or "
+            "a list of such lists (OR of ANDs)"
+        )
+    parsed = parse_filter(terms, schema, where=where)
+    return parsed.expression if parsed is not None else None
+
+
+def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
+    """One INFO line per planned scan: the blocklets and bytes pruning kept. Spark runs the
+    planning in a Python worker: with ``spark.sql.pyspark.worker.logging.enabled=true`` the line
+    is in ``spark.tvf.python_worker_logs()`` (logger ``carbonlite.spark``)."""
+    if LOG.level == logging.NOTSET:
+        LOG.setLevel(logging.INFO)  # a Spark worker has no logging set up; INFO is this line's
+    LOG.info(
+        "carbonlite scan of %s at version %d: %d of %d blocklets selected (%d of %d bytes), "
+        "%d pruned; filter %s",
+        what,
+        plan.version,
+        plan.blocklets_selected,
+        plan.blocklets_total,
+        plan.bytes_selected,
+        plan.bytes_total,
+        plan.blocklets_pruned,
+        filter if filter is not None else "none",
+    )
+
+
 class CarbonLiteBatchReader(DataSourceReader):
-    """``spark.read.format("carbonlite").load(path)``."""
+    """``spark.read.format("carbonlite").load(path)``, without filter pushdown: every query of a
+    DataFrame reads the rows its definition names (options ``versionAsOf``, ``filter``, the
+    user schema), whatever Spark 4.3 reuses between queries (docs/SPARK.md, Known problems)."""
 
     def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
         table = _open(options)
@@ -158,7 +251,40 @@ class CarbonLiteBatchReader(DataSourceReader):
         self.storage_options = table.storage_options
         self.table_schema = table.snapshot(self.snapshot_version).schema
         self.columns = _requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.nullable = _nullable(self.table_schema, spark_schema)
+        self.option_filter = _filter_option(options, self.table_schema, repr(self.uri))
         self.pushed: list[pc.Expression] = []
+
+    def _filter(self) -> pc.Expression | None:
+        parts = ([self.option_filter] if self.option_filter is not None else []) + self.pushed
+        return functools.reduce(operator.and_, parts) if parts else None
+
+    def partitions(self) -> list[InputPartition]:
+        table = open_table(self.uri, storage_options=self.storage_options or None)
+        expression = self._filter()
+        plan = table.plan_splits(
+            columns=self.columns, filter=expression, version=self.snapshot_version
+        )
+        log_plan(repr(self.uri), plan, expression)
+        return partitions_of(
+            self, plan.splits, filter=expression, version=self.snapshot_version
+        ) or [
+            SplitsPartition(
+                self.uri, self.storage_options, self.table_schema, self.columns, self.nullable
+            )
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SplitsPartition)
+        yield from read_partition(partition)
+
+
+class CarbonLitePushdownReader(CarbonLiteBatchReader):
+    """The batch reader with ``pushFilters`` (opt-in: option ``filterPushdown=true``, or
+    ``register(spark, filter_pushdown=True)``). Spark 4.3 stores the reader it planned for one
+    query's pushed filters on the DataFrame's relation and reuses it for later queries of that
+    DataFrame that push none, and for every scan of it in one query (a union or self-join with
+    different filters): those read the wrong rows. See docs/SPARK.md, Known problems."""
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         types = {f.name: f.type for f in self.table_schema}
@@ -168,27 +294,6 @@ class CarbonLiteBatchReader(DataSourceReader):
                 yield f
             else:
                 self.pushed.append(expression)
-
-    def _filter(self) -> pc.Expression | None:
-        if not self.pushed:
-            return None
-        expression = self.pushed[0]
-        for e in self.pushed[1:]:
-            expression = expression & e
-        return expression
-
-    def partitions(self) -> list[InputPartition]:
-        table = open_table(self.uri, storage_options=self.storage_options or None)
-        plan = table.plan_splits(
-            columns=self.columns, filter=self._filter(), version=self.snapshot_version
-        )
-        return partitions_of(
-            self, plan.splits, filter=self._filter(), version=self.snapshot_version
-        ) or [SplitsPartition(self.uri, self.storage_options, self.table_schema, self.columns)]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SplitsPartition)
-        yield from read_partition(partition)
 
 
 # --- streaming -------------------------------------------------------------------------------
@@ -222,6 +327,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.storage_options = table.storage_options
         self.table_schema = table.schema
         self.columns = _requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.nullable = _nullable(self.table_schema, spark_schema)
         self.max_files = options.get_int("maxFilesPerTrigger", minimum=1)
         self.max_bytes = options.get_size("maxBytesPerTrigger")
         self.max_rows = options.get_int("maxRowsPerTrigger", minimum=1)
