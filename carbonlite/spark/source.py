@@ -3,22 +3,25 @@
 Batch: partitions are runs of blocklets (splits) from the snapshot, pruned by min/max with the
 filters Spark pushes; a user schema naming a subset of the columns reads only those.
 
-Streaming: an offset is a position in the log, ``{"version": v, "index": i, "initial": b}``:
-the first ``i`` units of version ``v`` have been delivered. A unit is one file's appended range
-in one commit (or, for the initial snapshot, one whole file). Offsets never name physical file
-offsets, which compaction could move; commits with ``data_change = false`` (handoff,
-compaction) hold no units, so no row is delivered twice.
+Streaming: an offset is a position in the log,
+``{"version": v, "index": i, "blocklet": k, "initial": b}``: the first ``i`` units of version
+``v`` have been delivered, and the first ``k`` blocklets of unit ``i``. A unit is one file's
+appended range in one commit (or, for the initial snapshot, one whole file); the limits on rows
+and bytes cut units between blocklets. Offsets never name physical file offsets, which
+compaction could move; commits with ``data_change = false`` (handoff, compaction) hold no
+units, so no row is delivered twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from carbonlite.arguments import timestamp_ms_arg
 from carbonlite.create import open_table
 from carbonlite.errors import (
     CarbonLiteError,
@@ -41,6 +45,7 @@ from carbonlite.errors import (
     VersionNotFoundError,
 )
 from carbonlite.metadata import BlockletsAppended, CommitInfo, SegmentStatusChanged, Snapshot
+from carbonlite.metadata.timeline import earliest_version, first_version_at_or_after
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -306,15 +311,39 @@ class _Unit:
     nbytes: int
 
 
-def _position(offset: dict[str, Any]) -> tuple[int, int, bool]:
+class _Position(NamedTuple):
+    """Everything before unit ``unit`` of version ``version`` (of its starting snapshot when
+    ``initial``) has been delivered, and the first ``blocklet`` blocklets of that unit."""
+
+    version: int
+    unit: int
+    blocklet: int
+    initial: bool
+
+    def offset(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "index": self.unit,
+            "blocklet": self.blocklet,
+            "initial": self.initial,
+        }
+
+
+def _position(offset: dict[str, Any]) -> _Position:
+    """An offset as a position; offsets written before ``blocklet`` existed have none (0)."""
     try:
-        return int(offset["version"]), int(offset["index"]), bool(offset.get("initial", False))
-    except (KeyError, TypeError, ValueError):
+        return _Position(
+            int(offset["version"]),
+            int(offset["index"]),
+            int(offset.get("blocklet", 0)),
+            bool(offset.get("initial", False)),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
         raise InvalidOptionError(f"not a CarbonLite stream offset: {offset!r}") from None
 
 
-def _offset(version: int, index: int, initial: bool) -> dict[str, Any]:
-    return {"version": version, "index": index, "initial": initial}
+def _offset(version: int, index: int, initial: bool, blocklet: int = 0) -> dict[str, Any]:
+    return _Position(version, index, blocklet, initial).offset()
 
 
 class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -333,6 +362,13 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.max_rows = options.get_int("maxRowsPerTrigger", minimum=1)
         self.skip_change_commits = options.get_bool("skipChangeCommits")
         self.starting_version = options.get("startingVersion")
+        self.starting_timestamp = options.get("startingTimestamp")
+        if self.starting_version is not None and self.starting_timestamp is not None:
+            raise InvalidOptionError(
+                f"reading {self.uri!r}: give startingVersion or startingTimestamp, not both "
+                f"(got startingVersion={self.starting_version!r}, "
+                f"startingTimestamp={self.starting_timestamp!r})"
+            )
         self._table: Table | None = None
         self._units: dict[tuple[int, bool], list[_Unit]] = {}
         self._available_now: int | None = None
@@ -398,7 +434,10 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # --- Spark's streaming protocol -----------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        latest = self.table.refresh().version
+        snapshot = self.table.refresh()._snapshot
+        latest = snapshot.version
+        if self.starting_timestamp is not None:
+            return _offset(self._version_from_timestamp(snapshot), 0, False)
         start = self.starting_version
         if start is None:
             return _offset(latest, 0, True)
@@ -410,11 +449,27 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             raise InvalidOptionError(
                 f"startingVersion={start!r} must be a version number or 'latest'"
             ) from None
-        if not 0 <= version <= latest:
+        earliest = earliest_version(self.table.log, latest)
+        if not earliest <= version <= latest:
             raise VersionNotFoundError(
-                f"startingVersion={version} is not a version of {self.uri!r}: versions are 0 to {latest}"
+                f"startingVersion={version} is not a version of {self.uri!r}: its log holds "
+                f"versions {earliest} to {latest}"
             )
         return _offset(version, 0, False)
+
+    def _version_from_timestamp(self, snapshot: Snapshot) -> int:
+        text = self.starting_timestamp or ""
+        try:
+            ms = timestamp_ms_arg(text, what="startingTimestamp")
+        except InvalidOptionError:
+            ms = None
+        if ms is None:
+            raise InvalidOptionError(
+                f"startingTimestamp={text!r} reading {self.uri!r} is not a timestamp: give an "
+                "ISO 8601 time such as '2026-11-22T18:00:00Z' or '2026-11-22 18:00:00' (UTC "
+                "when it has no offset)"
+            )
+        return first_version_at_or_after(self.table.log, snapshot, ms)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.max_files is not None:
@@ -429,7 +484,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._available_now = self.table.refresh().version
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        version, index, initial = _position(start)
+        version, index, blocklet, initial = _position(start)
         latest = self._latest()
         limited = not isinstance(limit, ReadAllAvailable)
         max_files = self.max_files if limited else None
@@ -441,35 +496,52 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             max_bytes = limit.max_bytes
         elif isinstance(limit, ReadMaxRows):
             max_rows = limit.max_rows
-        files = nbytes = rows = 0
+        # Units count against maxFilesPerTrigger; rows and bytes are added blocklet by
+        # blocklet, so a batch may end inside a unit. Every batch takes one blocklet at least.
+        files = nbytes = rows = taken = 0
         while version <= latest:
             units = self._units_of(version, initial)
             while index < len(units):
-                u = units[index]
-                full = files > 0 and (
-                    (max_files is not None and files >= max_files)
-                    or (max_bytes is not None and nbytes + u.nbytes > max_bytes)
-                    or (max_rows is not None and rows + u.rows > max_rows)
-                )
-                if full:
-                    return _offset(version, index, initial)
-                files, nbytes, rows = files + 1, nbytes + u.nbytes, rows + u.rows
-                index += 1
-            version, index, initial = version + 1, 0, False
-        return _offset(version, index, initial)
+                blocklets = units[index].split.blocklets
+                while blocklet < len(blocklets):
+                    b = blocklets[blocklet]
+                    new_unit = blocklet == 0 or taken == 0
+                    full = taken > 0 and (
+                        (max_files is not None and new_unit and files >= max_files)
+                        or (max_bytes is not None and nbytes + b.length > max_bytes)
+                        or (max_rows is not None and rows + b.num_rows > max_rows)
+                    )
+                    if full:
+                        return _offset(version, index, initial, blocklet)
+                    files += new_unit
+                    nbytes, rows, taken = nbytes + b.length, rows + b.num_rows, taken + 1
+                    blocklet += 1
+                index, blocklet = index + 1, 0
+            version, index, blocklet, initial = version + 1, 0, 0, False
+        return _offset(version, index, initial, blocklet)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return _offset(self.table.refresh().version + 1, 0, False)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        version, index, initial = _position(start)
-        end_version, end_index, end_initial = _position(end)
+        position, stop = _position(start), _position(end)
+        version, index, blocklet, initial = position
         splits: list[Split] = []
-        while (version, not initial, index) < (end_version, not end_initial, end_index):
+        until = (stop.version, not stop.initial, stop.unit, stop.blocklet)
+        while (version, not initial, index, blocklet) < until:
             units = self._units_of(version, initial)
-            stop = end_index if (version, initial) == (end_version, end_initial) else len(units)
-            splits.extend(u.split for u in units[index:stop])
-            version, index, initial = version + 1, 0, False
+            last = (version, initial) == (stop.version, stop.initial)
+            while index < len(units) and (
+                not last or (index, blocklet) < (stop.unit, stop.blocklet)
+            ):
+                split = units[index].split
+                upto = stop.blocklet if last and index == stop.unit else len(split.blocklets)
+                if upto > blocklet:
+                    splits.append(
+                        dataclasses.replace(split, blocklets=split.blocklets[blocklet:upto])
+                    )
+                index, blocklet = index + 1, 0
+            version, index, blocklet, initial = version + 1, 0, 0, False
         return partitions_of(self, splits)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -477,7 +549,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         yield from read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        version, _, _ = _position(end)
+        version = _position(end).version
         for key in [k for k in self._units if k[0] < version]:
             del self._units[key]
 
