@@ -291,3 +291,21 @@ def test_user_schema_checked_before_reading(tmp_path: Any) -> None:
     with pytest.raises(SchemaMismatchError) as info:
         CarbonLiteBatchReader(SparkOptions({"path": path}), schema)
     assert len(info.value.differences) == 2
+
+
+def test_pruning_is_logged_for_spark_users(spark: Any, sorted_table: str) -> None:
+    """Each planned scan logs blocklets selected/total at INFO (logger ``carbonlite.spark``);
+    Spark collects it with Python worker logging on."""
+    key = "spark.sql.pyspark.worker.logging.enabled"
+    spark.conf.set(key, "true")
+    try:
+        terms = json.dumps([["id", ">=", 1_500]])
+        df = spark.read.format("carbonlite").option("filter", terms).load(sorted_table)
+        assert df.count() == 500
+        logs = spark.tvf.python_worker_logs().where("logger = 'carbonlite.spark'").collect()
+    finally:
+        spark.conf.unset(key)
+    lines = [r.msg for r in logs if repr(sorted_table) in r.msg and "id >= 1500" in r.msg]
+    assert lines, [r.msg for r in logs]
+    assert all(r.level == "INFO" for r in logs)
+    assert "5 of 20 blocklets selected" in lines[-1] and "15 pruned" in lines[-1]
