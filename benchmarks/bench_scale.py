@@ -343,7 +343,8 @@ def spark_plan(path: Path, blocklets: int) -> dict[str, Any]:
     times = []
     for _ in range(4):
         start = time.perf_counter()
-        got = spark.read.format("carbonlite").load(str(path)).where(where).collect()
+        reader = spark.read.format("carbonlite").option("filterPushdown", "true")
+        got = reader.load(str(path)).where(where).collect()
         times.append(time.perf_counter() - start)
         assert len(got) == 100
     spark.stop()

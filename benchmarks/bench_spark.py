@@ -23,7 +23,7 @@ a. streaming ingestion: ``benchmarks/datagen.py:event_table(rows)`` (id int64, t
    (``--no-profile`` skips it) to show how the writer task's time splits between waiting
    for Spark's next Arrow batch and CarbonLite's own work.
 b. a 1% range filter on the sorted ``ts`` column (50,000 of 5,000,000 rows, mid-day):
-   ``spark.read.format("carbonlite").load(table).where(f)`` vs
+   ``spark.read.format("carbonlite").option("filterPushdown", "true").load(table).where(f)`` vs
    ``spark.read.parquet(dir).where(f)`` on the same rows as Parquet (the source files, and
    the files Spark's sink wrote in a.), every column materialized with the ``noop`` sink.
 
@@ -335,7 +335,12 @@ def bench_filter(
     where = f"ts >= timestamp_ntz'{low:%Y-%m-%d %H:%M:%S}' AND ts < timestamp_ntz'{high:%Y-%m-%d %H:%M:%S}'"
 
     def ours() -> Any:
-        return spark.read.format("carbonlite").load(str(table)).where(where)
+        return (
+            spark.read.format("carbonlite")
+            .option("filterPushdown", "true")
+            .load(str(table))
+            .where(where)
+        )
 
     def source_parquet() -> Any:
         return spark.read.schema(SCHEMA_DDL).parquet(str(source)).where(where)
@@ -419,7 +424,8 @@ def warm_up(spark: Any, work: Path) -> float:
     write_source(source, 20_000, 2)
     for sink in SINKS:
         run_stream(spark, source, sink, work / f"warmup-{sink}", work / f"warmup-ck-{sink}")
-    noop(spark.read.format("carbonlite").load(str(work / "warmup-carbonlite")).where("id > 5"))
+    warm = spark.read.format("carbonlite").option("filterPushdown", "true")
+    noop(warm.load(str(work / "warmup-carbonlite")).where("id > 5"))
     noop(spark.read.schema(SCHEMA_DDL).parquet(str(source)).where("id > 5"))
     return time.perf_counter() - start
 

@@ -1,4 +1,5 @@
-"""Time travel by timestamp: the latest version committed at or before a point in time.
+"""Versions by timestamp: the latest version committed at or before a point in time (time
+travel), and the first one committed at or after it (where a stream starts).
 
 Commit timestamps are the ``commitInfo`` timestamps, which the commit loop keeps strictly
 increasing (a writer whose clock runs behind stamps its commit 1 ms after the version it
@@ -15,7 +16,7 @@ from carbonlite.metadata.log import Log
 from carbonlite.metadata.serde import decode_commit_info
 from carbonlite.metadata.snapshot import Snapshot
 
-__all__ = ["commit_timestamp", "version_at"]
+__all__ = ["commit_timestamp", "earliest_version", "first_version_at_or_after", "version_at"]
 
 
 def commit_timestamp(log: Log, version: int) -> int | None:
@@ -33,7 +34,7 @@ def _iso(ms: int) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _earliest(log: Log, latest: int) -> int:
+def earliest_version(log: Log, latest: int) -> int:
     """The oldest version still in the log (``clean`` removes the oldest first)."""
     if log.storage.exists(log.version_path(0)):
         return 0
@@ -53,7 +54,7 @@ def version_at(log: Log, latest: Snapshot, when_ms: int) -> int:
     Raises :class:`VersionNotFoundError` when every version still in the log is newer."""
     if latest.timestamp <= when_ms:
         return latest.version
-    lo = _earliest(log, latest.version)
+    lo = earliest_version(log, latest.version)
     first = commit_timestamp(log, lo)
     if first is None or first > when_ms:
         raise VersionNotFoundError(
@@ -72,3 +73,20 @@ def version_at(log: Log, latest: Snapshot, when_ms: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def first_version_at_or_after(log: Log, latest: Snapshot, when_ms: int) -> int:
+    """The oldest version still in the log that was committed at or after ``when_ms``.
+
+    Raises :class:`VersionNotFoundError` when every version was committed before it."""
+    if latest.timestamp < when_ms:
+        raise VersionNotFoundError(
+            f"table {log.uri!r} has no version committed at or after {_iso(when_ms)}: the latest, "
+            f"{latest.version}, was committed at {_iso(latest.timestamp)}"
+        )
+    lo = earliest_version(log, latest.version)
+    first = commit_timestamp(log, lo)
+    if first is None or first >= when_ms:
+        return lo
+    before = version_at(log, latest, when_ms)  # committed at or before when_ms
+    return before if commit_timestamp(log, before) == when_ms else before + 1

@@ -36,25 +36,29 @@ def register_table(spark: Any, name: str, path: Any, **kwargs: Any) -> str:
     return run(spark, name, path, **kwargs)
 
 
-def register(spark: Any, *, filter_pushdown: bool = True) -> None:
-    """Register the ``carbonlite`` data source with ``spark`` and turn on Python filter
-    pushdown for the session (``filter_pushdown=False`` leaves the setting alone).
+def register(spark: Any, *, filter_pushdown: bool = False) -> None:
+    """Register the ``carbonlite`` data source with ``spark``, and set
+    ``spark.sql.python.filterPushdown.enabled=true`` for the session, so that a read may opt in
+    to filter pushdown with the option ``filterPushdown=true`` (a reader that takes no filters is
+    unaffected by the setting).
+
+    ``filter_pushdown=True`` makes pushdown the default of every batch read of the session.
+    It is off by default because PySpark 4.3 reuses the reader it planned for one query's pushed
+    filters in later queries of the same DataFrame that push none, and in every scan of that
+    DataFrame within one query (``df.where(a).union(df.where(b))``): those read the wrong rows
+    (docs/SPARK.md, "Known problems"). The option ``filter`` prunes without that problem.
 
     Also lets ``df.write.format("carbonlite")`` honour the save modes ``error``/
     ``errorifexists`` (the default) and ``ignore``, which Spark refuses for Python data
     sources on its own, and makes ``outputMode("update")`` fail with a clear message.
-
-    Known Spark 4.3 problem (docs/SPARK.md, "Known problems"): with pushdown on, a DataFrame
-    that was first queried with a pushed filter keeps that filter when queried again without
-    any (``df.where(...).collect(); df.collect()``). Use a fresh ``load()`` per query, or
-    register with ``filter_pushdown=False``.
     """
-    from carbonlite.spark.datasource import CarbonLiteDataSource
+    from carbonlite.spark.datasource import CarbonLiteDataSource, CarbonLitePushdownDataSource
     from carbonlite.spark.patches import install_writer_patches
 
-    spark.dataSource.register(CarbonLiteDataSource)
-    if filter_pushdown:
-        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(
+        CarbonLitePushdownDataSource if filter_pushdown else CarbonLiteDataSource
+    )
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     install_writer_patches()
 
 

@@ -224,6 +224,7 @@ def _run(
     with _step(report, say, "4. read it back with a filter (15 minutes of purchases)"):
         df = (
             spark.read.format("carbonlite")
+            .option("filterPushdown", "true")  # one fresh DataFrame, one query
             .load(events)
             .where(
                 f"ts >= timestamp'{low:%Y-%m-%d %H:%M:%S}' AND ts < timestamp'{high:%Y-%m-%d %H:%M:%S}' "

@@ -3,18 +3,25 @@
 Batch: partitions are runs of blocklets (splits) from the snapshot, pruned by min/max with the
 filters Spark pushes; a user schema naming a subset of the columns reads only those.
 
-Streaming: an offset is a position in the log, ``{"version": v, "index": i, "initial": b}``:
-the first ``i`` units of version ``v`` have been delivered. A unit is one file's appended range
-in one commit (or, for the initial snapshot, one whole file). Offsets never name physical file
-offsets, which compaction could move; commits with ``data_change = false`` (handoff,
-compaction) hold no units, so no row is delivered twice.
+Streaming: an offset is a position in the log,
+``{"version": v, "index": i, "blocklet": k, "initial": b}``: the first ``i`` units of version
+``v`` have been delivered, and the first ``k`` blocklets of unit ``i``. A unit is one file's
+appended range in one commit (or, for the initial snapshot, one whole file); the limits on rows
+and bytes cut units between blocklets. Offsets never name physical file offsets, which
+compaction could move; commits with ``data_change = false`` (handoff, compaction) hold no
+units, so no row is delivered twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
+import logging
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from carbonlite.arguments import timestamp_ms_arg
 from carbonlite.create import open_table
 from carbonlite.errors import (
     CarbonLiteError,
@@ -37,16 +45,25 @@ from carbonlite.errors import (
     VersionNotFoundError,
 )
 from carbonlite.metadata import BlockletsAppended, CommitInfo, SegmentStatusChanged, Snapshot
+from carbonlite.metadata.timeline import earliest_version, first_version_at_or_after
 from carbonlite.reader.expression import parse_filter
-from carbonlite.reader.planner import Split, plan_scan
+from carbonlite.reader.planner import ScanPlan, Split, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.spark.filters import to_expression
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
+from carbonlite.spark.types import spark_schema as spark_schema_of
 from carbonlite.storage import open_storage
 from carbonlite.table import Table
 
-__all__ = ["CarbonLiteBatchReader", "CarbonLiteStreamReader", "SplitsPartition"]
+__all__ = [
+    "CarbonLiteBatchReader",
+    "CarbonLitePushdownReader",
+    "CarbonLiteStreamReader",
+    "SplitsPartition",
+]
+
+LOG = logging.getLogger("carbonlite.spark")
 
 PARTITION_BYTES = 128 * 1024 * 1024
 
@@ -63,6 +80,8 @@ class SplitsPartition(InputPartition):
     storage_options: dict[str, Any]
     table_schema: pa.Schema
     columns: list[str]
+    nullable: list[bool] | None = None
+    """Spark's nullability of each column (the user schema's); None: the table's."""
     splits: list[Split] = field(default_factory=list)
     filter: pc.Expression | None = None
     version: int | None = None
@@ -86,6 +105,7 @@ class _ReaderFields(Protocol):
     storage_options: dict[str, Any]
     table_schema: pa.Schema
     columns: list[str]
+    nullable: list[bool] | None
 
 
 def partitions_of(
@@ -102,6 +122,7 @@ def partitions_of(
             storage_options=reader.storage_options,
             table_schema=reader.table_schema,
             columns=reader.columns,
+            nullable=reader.nullable,
             splits=group,
             filter=filter,
             version=version,
@@ -115,6 +136,8 @@ def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
     storage, root = open_storage(p.uri, p.storage_options or None)
     output = pa.schema([p.table_schema.field(c) for c in p.columns])
     target = spark_arrow_schema(output)
+    if p.nullable is not None:
+        target = pa.schema([f.with_nullable(n) for f, n in zip(target, p.nullable, strict=True)])
     parsed = (
         parse_filter(p.filter, p.table_schema, where=repr(p.uri)) if p.filter is not None else None
     )
@@ -129,24 +152,99 @@ def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
 
 
 def _requested_columns(table_schema: pa.Schema, spark_schema: Any, where: str) -> list[str]:
-    names = (
-        [f.name for f in spark_schema.fields] if spark_schema is not None else table_schema.names
-    )
+    """The columns a user schema asks for, checked against the table: each must exist, with
+    the Spark type the table's column reads as; a NOT NULL field needs a NOT NULL column (a
+    nullable field may name a NOT NULL column: the rows are the same)."""
+    if spark_schema is None:
+        return table_schema.names
+    names = [f.name for f in spark_schema.fields]
     missing = [n for n in names if n not in table_schema.names]
     if missing:
         raise SchemaMismatchError(
             f"the schema given to read {where} names columns the table does not have: {missing}",
             [f"the table's columns are {table_schema.names}"],
         )
+    table_fields = {f.name: f for f in spark_schema_of(table_schema).fields}
+    differences = []
+    for f in spark_schema.fields:
+        have = table_fields[f.name]
+        if f.dataType != have.dataType:
+            differences.append(
+                f"{f.name}: the schema says {f.dataType.simpleString()}, the table's column "
+                f"reads as {have.dataType.simpleString()}"
+            )
+        elif not f.nullable and have.nullable:
+            differences.append(
+                f"{f.name}: the schema says NOT NULL, the table's column is nullable"
+            )
+    if differences:
+        raise SchemaMismatchError(
+            f"the schema given to read {where} does not fit the table's columns: give each "
+            "column with the type it reads as (NOT NULL only for a NOT NULL column)",
+            differences,
+        )
     return names
+
+
+def _nullable(table_schema: pa.Schema, spark_schema: Any) -> list[bool] | None:
+    """The nullability Spark expects of each requested column: the user schema's, which Spark
+    checks exactly (a nullable field over a NOT NULL column reads as nullable)."""
+    if spark_schema is None:
+        return None
+    return [bool(f.nullable) for f in spark_schema.fields]
 
 
 def _open(options: SparkOptions) -> Table:
     return open_table(options.path, storage_options=options.storage_options or None)
 
 
+def _filter_option(options: SparkOptions, schema: pa.Schema, where: str) -> pc.Expression | None:
+    """The option ``filter``: DNF terms as JSON, ``[["id", ">", 100], ["kind", "=", "a"]]`` (AND)
+    or a list of such lists (OR of ANDs). Part of the DataFrame's definition, so it prunes and
+    filters every query of that DataFrame alike."""
+    text = options.get("filter")
+    if text is None or not text.strip():
+        return None
+    try:
+        terms = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidOptionError(
+            f"option filter={text!r} is not JSON ({exc}); give DNF terms such as "
+            '[["id", ">", 100], ["kind", "in", ["a", "b"]]]'
+        ) from None
+    if not isinstance(terms, list) or not terms:
+        raise InvalidOptionError(
+            f"option filter={text!r} must be a JSON list of [column, op, value] terms (AND), or "
+            "a list of such lists (OR of ANDs)"
+        )
+    parsed = parse_filter(terms, schema, where=where)
+    return parsed.expression if parsed is not None else None
+
+
+def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
+    """One INFO line per planned scan: the blocklets and bytes pruning kept. Spark runs the
+    planning in a Python worker: with ``spark.sql.pyspark.worker.logging.enabled=true`` the line
+    is in ``spark.tvf.python_worker_logs()`` (logger ``carbonlite.spark``)."""
+    if LOG.level == logging.NOTSET:
+        LOG.setLevel(logging.INFO)  # a Spark worker has no logging set up; INFO is this line's
+    LOG.info(
+        "carbonlite scan of %s at version %d: %d of %d blocklets selected (%d of %d bytes), "
+        "%d pruned; filter %s",
+        what,
+        plan.version,
+        plan.blocklets_selected,
+        plan.blocklets_total,
+        plan.bytes_selected,
+        plan.bytes_total,
+        plan.blocklets_pruned,
+        filter if filter is not None else "none",
+    )
+
+
 class CarbonLiteBatchReader(DataSourceReader):
-    """``spark.read.format("carbonlite").load(path)``."""
+    """``spark.read.format("carbonlite").load(path)``, without filter pushdown: every query of a
+    DataFrame reads the rows its definition names (options ``versionAsOf``, ``filter``, the
+    user schema), whatever Spark 4.3 reuses between queries (docs/SPARK.md, Known problems)."""
 
     def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
         table = _open(options)
@@ -158,7 +256,40 @@ class CarbonLiteBatchReader(DataSourceReader):
         self.storage_options = table.storage_options
         self.table_schema = table.snapshot(self.snapshot_version).schema
         self.columns = _requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.nullable = _nullable(self.table_schema, spark_schema)
+        self.option_filter = _filter_option(options, self.table_schema, repr(self.uri))
         self.pushed: list[pc.Expression] = []
+
+    def _filter(self) -> pc.Expression | None:
+        parts = ([self.option_filter] if self.option_filter is not None else []) + self.pushed
+        return functools.reduce(operator.and_, parts) if parts else None
+
+    def partitions(self) -> list[InputPartition]:
+        table = open_table(self.uri, storage_options=self.storage_options or None)
+        expression = self._filter()
+        plan = table.plan_splits(
+            columns=self.columns, filter=expression, version=self.snapshot_version
+        )
+        log_plan(repr(self.uri), plan, expression)
+        return partitions_of(
+            self, plan.splits, filter=expression, version=self.snapshot_version
+        ) or [
+            SplitsPartition(
+                self.uri, self.storage_options, self.table_schema, self.columns, self.nullable
+            )
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SplitsPartition)
+        yield from read_partition(partition)
+
+
+class CarbonLitePushdownReader(CarbonLiteBatchReader):
+    """The batch reader with ``pushFilters`` (opt-in: option ``filterPushdown=true``, or
+    ``register(spark, filter_pushdown=True)``). Spark 4.3 stores the reader it planned for one
+    query's pushed filters on the DataFrame's relation and reuses it for later queries of that
+    DataFrame that push none, and for every scan of it in one query (a union or self-join with
+    different filters): those read the wrong rows. See docs/SPARK.md, Known problems."""
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         types = {f.name: f.type for f in self.table_schema}
@@ -168,27 +299,6 @@ class CarbonLiteBatchReader(DataSourceReader):
                 yield f
             else:
                 self.pushed.append(expression)
-
-    def _filter(self) -> pc.Expression | None:
-        if not self.pushed:
-            return None
-        expression = self.pushed[0]
-        for e in self.pushed[1:]:
-            expression = expression & e
-        return expression
-
-    def partitions(self) -> list[InputPartition]:
-        table = open_table(self.uri, storage_options=self.storage_options or None)
-        plan = table.plan_splits(
-            columns=self.columns, filter=self._filter(), version=self.snapshot_version
-        )
-        return partitions_of(
-            self, plan.splits, filter=self._filter(), version=self.snapshot_version
-        ) or [SplitsPartition(self.uri, self.storage_options, self.table_schema, self.columns)]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SplitsPartition)
-        yield from read_partition(partition)
 
 
 # --- streaming -------------------------------------------------------------------------------
@@ -201,15 +311,39 @@ class _Unit:
     nbytes: int
 
 
-def _position(offset: dict[str, Any]) -> tuple[int, int, bool]:
+class _Position(NamedTuple):
+    """Everything before unit ``unit`` of version ``version`` (of its starting snapshot when
+    ``initial``) has been delivered, and the first ``blocklet`` blocklets of that unit."""
+
+    version: int
+    unit: int
+    blocklet: int
+    initial: bool
+
+    def offset(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "index": self.unit,
+            "blocklet": self.blocklet,
+            "initial": self.initial,
+        }
+
+
+def _position(offset: dict[str, Any]) -> _Position:
+    """An offset as a position; offsets written before ``blocklet`` existed have none (0)."""
     try:
-        return int(offset["version"]), int(offset["index"]), bool(offset.get("initial", False))
-    except (KeyError, TypeError, ValueError):
+        return _Position(
+            int(offset["version"]),
+            int(offset["index"]),
+            int(offset.get("blocklet", 0)),
+            bool(offset.get("initial", False)),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
         raise InvalidOptionError(f"not a CarbonLite stream offset: {offset!r}") from None
 
 
-def _offset(version: int, index: int, initial: bool) -> dict[str, Any]:
-    return {"version": version, "index": index, "initial": initial}
+def _offset(version: int, index: int, initial: bool, blocklet: int = 0) -> dict[str, Any]:
+    return _Position(version, index, blocklet, initial).offset()
 
 
 class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -222,11 +356,19 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.storage_options = table.storage_options
         self.table_schema = table.schema
         self.columns = _requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.nullable = _nullable(self.table_schema, spark_schema)
         self.max_files = options.get_int("maxFilesPerTrigger", minimum=1)
         self.max_bytes = options.get_size("maxBytesPerTrigger")
         self.max_rows = options.get_int("maxRowsPerTrigger", minimum=1)
         self.skip_change_commits = options.get_bool("skipChangeCommits")
         self.starting_version = options.get("startingVersion")
+        self.starting_timestamp = options.get("startingTimestamp")
+        if self.starting_version is not None and self.starting_timestamp is not None:
+            raise InvalidOptionError(
+                f"reading {self.uri!r}: give startingVersion or startingTimestamp, not both "
+                f"(got startingVersion={self.starting_version!r}, "
+                f"startingTimestamp={self.starting_timestamp!r})"
+            )
         self._table: Table | None = None
         self._units: dict[tuple[int, bool], list[_Unit]] = {}
         self._available_now: int | None = None
@@ -292,7 +434,10 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # --- Spark's streaming protocol -----------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        latest = self.table.refresh().version
+        snapshot = self.table.refresh()._snapshot
+        latest = snapshot.version
+        if self.starting_timestamp is not None:
+            return _offset(self._version_from_timestamp(snapshot), 0, False)
         start = self.starting_version
         if start is None:
             return _offset(latest, 0, True)
@@ -304,11 +449,27 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             raise InvalidOptionError(
                 f"startingVersion={start!r} must be a version number or 'latest'"
             ) from None
-        if not 0 <= version <= latest:
+        earliest = earliest_version(self.table.log, latest)
+        if not earliest <= version <= latest:
             raise VersionNotFoundError(
-                f"startingVersion={version} is not a version of {self.uri!r}: versions are 0 to {latest}"
+                f"startingVersion={version} is not a version of {self.uri!r}: its log holds "
+                f"versions {earliest} to {latest}"
             )
         return _offset(version, 0, False)
+
+    def _version_from_timestamp(self, snapshot: Snapshot) -> int:
+        text = self.starting_timestamp or ""
+        try:
+            ms = timestamp_ms_arg(text, what="startingTimestamp")
+        except InvalidOptionError:
+            ms = None
+        if ms is None:
+            raise InvalidOptionError(
+                f"startingTimestamp={text!r} reading {self.uri!r} is not a timestamp: give an "
+                "ISO 8601 time such as '2026-11-22T18:00:00Z' or '2026-11-22 18:00:00' (UTC "
+                "when it has no offset)"
+            )
+        return first_version_at_or_after(self.table.log, snapshot, ms)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.max_files is not None:
@@ -323,7 +484,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._available_now = self.table.refresh().version
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        version, index, initial = _position(start)
+        version, index, blocklet, initial = _position(start)
         latest = self._latest()
         limited = not isinstance(limit, ReadAllAvailable)
         max_files = self.max_files if limited else None
@@ -335,35 +496,52 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             max_bytes = limit.max_bytes
         elif isinstance(limit, ReadMaxRows):
             max_rows = limit.max_rows
-        files = nbytes = rows = 0
+        # Units count against maxFilesPerTrigger; rows and bytes are added blocklet by
+        # blocklet, so a batch may end inside a unit. Every batch takes one blocklet at least.
+        files = nbytes = rows = taken = 0
         while version <= latest:
             units = self._units_of(version, initial)
             while index < len(units):
-                u = units[index]
-                full = files > 0 and (
-                    (max_files is not None and files >= max_files)
-                    or (max_bytes is not None and nbytes + u.nbytes > max_bytes)
-                    or (max_rows is not None and rows + u.rows > max_rows)
-                )
-                if full:
-                    return _offset(version, index, initial)
-                files, nbytes, rows = files + 1, nbytes + u.nbytes, rows + u.rows
-                index += 1
-            version, index, initial = version + 1, 0, False
-        return _offset(version, index, initial)
+                blocklets = units[index].split.blocklets
+                while blocklet < len(blocklets):
+                    b = blocklets[blocklet]
+                    new_unit = blocklet == 0 or taken == 0
+                    full = taken > 0 and (
+                        (max_files is not None and new_unit and files >= max_files)
+                        or (max_bytes is not None and nbytes + b.length > max_bytes)
+                        or (max_rows is not None and rows + b.num_rows > max_rows)
+                    )
+                    if full:
+                        return _offset(version, index, initial, blocklet)
+                    files += new_unit
+                    nbytes, rows, taken = nbytes + b.length, rows + b.num_rows, taken + 1
+                    blocklet += 1
+                index, blocklet = index + 1, 0
+            version, index, blocklet, initial = version + 1, 0, 0, False
+        return _offset(version, index, initial, blocklet)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return _offset(self.table.refresh().version + 1, 0, False)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        version, index, initial = _position(start)
-        end_version, end_index, end_initial = _position(end)
+        position, stop = _position(start), _position(end)
+        version, index, blocklet, initial = position
         splits: list[Split] = []
-        while (version, not initial, index) < (end_version, not end_initial, end_index):
+        until = (stop.version, not stop.initial, stop.unit, stop.blocklet)
+        while (version, not initial, index, blocklet) < until:
             units = self._units_of(version, initial)
-            stop = end_index if (version, initial) == (end_version, end_initial) else len(units)
-            splits.extend(u.split for u in units[index:stop])
-            version, index, initial = version + 1, 0, False
+            last = (version, initial) == (stop.version, stop.initial)
+            while index < len(units) and (
+                not last or (index, blocklet) < (stop.unit, stop.blocklet)
+            ):
+                split = units[index].split
+                upto = stop.blocklet if last and index == stop.unit else len(split.blocklets)
+                if upto > blocklet:
+                    splits.append(
+                        dataclasses.replace(split, blocklets=split.blocklets[blocklet:upto])
+                    )
+                index, blocklet = index + 1, 0
+            version, index, blocklet, initial = version + 1, 0, 0, False
         return partitions_of(self, splits)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -371,7 +549,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         yield from read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        version, _, _ = _position(end)
+        version = _position(end).version
         for key in [k for k in self._units if k[0] < version]:
             del self._units[key]
 

@@ -100,3 +100,18 @@ def test_version_at_after_clean_removed_old_versions(tmp_path):
     assert t.version_at(_when(ms)) == oldest
     with pytest.raises(cl.VersionNotFoundError, match=f"oldest version in its log is {oldest}"):
         t.version_at(_when(ms - 1))
+
+
+def test_first_version_at_or_after(table):
+    from carbonlite.errors import VersionNotFoundError
+    from carbonlite.metadata.timeline import first_version_at_or_after
+
+    for n in range(3):
+        table.append(pa.table({"id": [n]}))
+    snap = table.refresh()._snapshot
+    stamps = [commit_timestamp(table.log, v) for v in range(4)]
+    assert [first_version_at_or_after(table.log, snap, ms) for ms in stamps] == [0, 1, 2, 3]
+    assert first_version_at_or_after(table.log, snap, stamps[1] + 1) == 2
+    assert first_version_at_or_after(table.log, snap, stamps[0] - 10_000) == 0
+    with pytest.raises(VersionNotFoundError, match="at or after"):
+        first_version_at_or_after(table.log, snap, stamps[3] + 1)

@@ -1,9 +1,12 @@
-"""``spark.read.format("carbonlite")``: whole tables, time travel, a user schema as the
-projection, and filter pushdown that prunes blocklets yet keeps Spark's semantics exactly.
+"""``spark.read.format("carbonlite")``: whole tables, time travel, a user schema or the option
+``columns`` as the projection, the option ``filter``, and the opt-in filter pushdown that
+prunes blocklets yet keeps Spark's semantics exactly; by default a DataFrame reused across
+queries reads the rows each query asks for.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 from carbonlite import create_table, open_table
+from carbonlite.errors import SchemaMismatchError
 from tests.support.spark_data import SOURCE_SCHEMA, assert_same_rows, source_rows
 
 pytestmark = pytest.mark.spark
@@ -20,6 +24,11 @@ pytestmark = pytest.mark.spark
 
 def optimized_plan(df: Any) -> str:
     return str(df._jdf.queryExecution().optimizedPlan().toString())
+
+
+def pushdown_read(spark: Any) -> Any:
+    """A reader with filter pushdown opted in."""
+    return spark.read.format("carbonlite").option("filterPushdown", "true")
 
 
 def test_load_equals_python_read(spark: Any, tmp_path: Any) -> None:
@@ -56,7 +65,7 @@ def sorted_table(tmp_path_factory: Any) -> str:
 
 
 def test_pushdown_prunes_blocklets(spark: Any, sorted_table: str) -> None:
-    df = spark.read.format("carbonlite").load(sorted_table).where("id > 100 and id < 200")
+    df = pushdown_read(spark).load(sorted_table).where("id > 100 and id < 200")
     assert "Filter" not in optimized_plan(df), "Spark kept the filter: it was not pushed down"
     got = df.toArrow()
     assert sorted(got.column("id").to_pylist()) == list(range(101, 200))
@@ -66,10 +75,14 @@ def test_pushdown_prunes_blocklets(spark: Any, sorted_table: str) -> None:
     )
     assert (plan.blocklets_selected, plan.blocklets_total) == (1, 20)  # ids 100..199 only
     assert plan.num_rows == 100
-    assert (
-        spark.read.format("carbonlite").load(sorted_table).where("id > 100 and id < 200").count()
-        == 99
-    )
+    assert pushdown_read(spark).load(sorted_table).where("id > 100 and id < 200").count() == 99
+
+
+def test_no_pushdown_by_default(spark: Any, sorted_table: str) -> None:
+    """Without ``filterPushdown`` Spark keeps every filter itself (the rows are the same)."""
+    df = spark.read.format("carbonlite").load(sorted_table).where("id > 100 and id < 200")
+    assert "Filter" in optimized_plan(df)
+    assert sorted(df.toArrow().column("id").to_pylist()) == list(range(101, 200))
 
 
 MIXED = pa.table(
@@ -126,7 +139,7 @@ def mixed(spark: Any, tmp_path_factory: Any) -> tuple[Callable[[], Any], Any]:
     t = create_table(path, MIXED.schema, properties={"blocklet_max_rows": "4"})
     t.append(MIXED.slice(0, 7))
     open_table(path).append(MIXED.slice(7))
-    return (lambda: spark.read.format("carbonlite").load(path)), spark.createDataFrame(MIXED)
+    return (lambda: pushdown_read(spark).load(path)), spark.createDataFrame(MIXED)
 
 
 # Filters CarbonLite takes over (applied exactly by the reader, pruning by min/max) ...
@@ -185,19 +198,114 @@ def test_filters_keep_spark_semantics(mixed: tuple[Callable[[], Any], Any], wher
     assert _same(got, expected), f"{where}: {got} != {expected}"
 
 
+def test_reused_dataframe_reads_every_row_after_a_filter(
+    spark: Any, mixed: tuple[Callable[[], Any], Any], tmp_path: Any
+) -> None:
+    """The default: one DataFrame, queried with a filter and then without one, and two filters
+    of it in one query, gives Spark's rows every time (no pushed reader to reuse)."""
+    _, plain = mixed
+    path = str(tmp_path / "t")
+    create_table(path, MIXED.schema, properties={"blocklet_max_rows": "4"}).append(MIXED)
+    df = spark.read.format("carbonlite").load(path)
+    assert len(df.where("k = 5").collect()) == 1
+    assert _same(rows_of(df), rows_of(plain)), "the plain read kept the earlier filter"
+    assert df.count() == MIXED.num_rows
+    both = df.where("k = 5").union(df.where("id = 0"))
+    assert _same(rows_of(both), rows_of(plain.where("k = 5").union(plain.where("id = 0"))))
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="Spark 4.3 bug, reproduced with a 20-line Python data source without carbonlite: a "
     "DataFrame's later scan that pushes no filter reuses the reader planned for an earlier "
-    "pushed filter (docs/SPARK.md, Known problems). Strict: this fails loudly once Spark fixes it.",
+    "pushed filter (docs/SPARK.md, Known problems); why pushdown is opt-in. Strict: this fails "
+    "loudly once Spark fixes it.",
 )
-def test_reused_dataframe_reads_every_row_after_a_pushed_filter(
+def test_opt_in_pushdown_reused_dataframe_reads_every_row(
     mixed: tuple[Callable[[], Any], Any],
 ) -> None:
-    """One DataFrame, queried with a pushed filter and then without one: the second query
-    must not inherit the first one's filter."""
+    """One DataFrame read with ``filterPushdown=true``, queried with a pushed filter and then
+    without one: the second query must not inherit the first one's filter."""
     ours, plain = mixed
     df = ours()
     assert len(df.where("k = 5").collect()) == 1
     assert _same(rows_of(df), rows_of(plain)), "the plain read kept the earlier pushed filter"
-    assert _same(rows_of(df.where("s = 'ab' or k = 5")), rows_of(plain.where("s = 'ab' or k = 5")))
+
+
+def test_filter_option_prunes_and_survives_reuse(spark: Any, sorted_table: str) -> None:
+    """The option ``filter`` prunes blocklets like pushdown, and is part of the DataFrame, so a
+    reused DataFrame gives the same rows in every query."""
+    terms = [["id", ">=", 150], ["id", "<", 250]]
+    df = spark.read.format("carbonlite").option("filter", json.dumps(terms)).load(sorted_table)
+    assert sorted(df.toArrow().column("id").to_pylist()) == list(range(150, 250))
+    assert df.where("id % 2 = 0").count() == 50
+    assert df.count() == 100
+    plan = open_table(sorted_table).plan_splits(filter=[tuple(t) for t in terms])
+    assert (plan.blocklets_selected, plan.blocklets_total) == (2, 20)
+    either = [[["id", "<", 3]], [["id", "in", [1998, 1999]]]]  # OR of ANDs
+    got = spark.read.format("carbonlite").option("filter", json.dumps(either)).load(sorted_table)
+    assert sorted(r.id for r in got.select("id").collect()) == [0, 1, 2, 1998, 1999]
+    with pytest.raises(Exception, match="not JSON"):
+        spark.read.format("carbonlite").option("filter", "id > 3").load(sorted_table).count()
+
+
+NOT_NULL = pa.schema(
+    [pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.float64(), nullable=False)]
+    + [pa.field(f"c{n}", pa.string()) for n in range(3)]
+)
+
+
+def test_projection_of_not_null_columns(spark: Any, tmp_path: Any) -> None:
+    """A user schema may name a NOT NULL column as nullable (Spark's default); the option
+    ``columns`` projects too and keeps the table's nullability."""
+    path = str(tmp_path / "t")
+    rows = pa.table(
+        {"a": list(range(10)), "b": [n / 2 for n in range(10)]}
+        | {f"c{n}": [str(n)] * 10 for n in range(3)},
+        schema=NOT_NULL,
+    )
+    create_table(path, NOT_NULL).append(rows)
+    by_schema = spark.read.format("carbonlite").schema("b double").load(path)
+    assert by_schema.toArrow().column("b").to_pylist() == rows.column("b").to_pylist()
+    strict = spark.read.format("carbonlite").schema("b double not null, a long not null")
+    assert strict.load(path).toArrow().column("a").to_pylist() == list(range(10))
+    by_option = spark.read.format("carbonlite").option("columns", "c1, a").load(path)
+    assert by_option.columns == ["c1", "a"]
+    assert [f.nullable for f in by_option.schema.fields] == [True, False]
+    assert sorted(by_option.toArrow().column("a").to_pylist()) == list(range(10))
+    for ddl, message in [("c1 string not null", "NOT NULL"), ("b string", "reads as double")]:
+        with pytest.raises(Exception, match=message):
+            spark.read.format("carbonlite").schema(ddl).load(path).collect()
+
+
+def test_user_schema_checked_before_reading(tmp_path: Any) -> None:
+    """The check itself, without Spark: each difference is listed."""
+    from pyspark.sql.types import StructType
+
+    from carbonlite.spark.options import SparkOptions
+    from carbonlite.spark.source import CarbonLiteBatchReader
+
+    path = str(tmp_path / "t")
+    create_table(path, NOT_NULL)
+    schema = StructType.fromDDL("a string, c0 string not null")
+    with pytest.raises(SchemaMismatchError) as info:
+        CarbonLiteBatchReader(SparkOptions({"path": path}), schema)
+    assert len(info.value.differences) == 2
+
+
+def test_pruning_is_logged_for_spark_users(spark: Any, sorted_table: str) -> None:
+    """Each planned scan logs blocklets selected/total at INFO (logger ``carbonlite.spark``);
+    Spark collects it with Python worker logging on."""
+    key = "spark.sql.pyspark.worker.logging.enabled"
+    spark.conf.set(key, "true")
+    try:
+        terms = json.dumps([["id", ">=", 1_500]])
+        df = spark.read.format("carbonlite").option("filter", terms).load(sorted_table)
+        assert df.count() == 500
+        logs = spark.tvf.python_worker_logs().where("logger = 'carbonlite.spark'").collect()
+    finally:
+        spark.conf.unset(key)
+    lines = [r.msg for r in logs if repr(sorted_table) in r.msg and "id >= 1500" in r.msg]
+    assert lines, [r.msg for r in logs]
+    assert all(r.level == "INFO" for r in logs)
+    assert "5 of 20 blocklets selected" in lines[-1] and "15 pruned" in lines[-1]

@@ -36,6 +36,7 @@ def test_local_cluster_stream_write_then_batch_read(spark_jobs: Any) -> None:
     assert summary["rows"] == summary["distinct_ids"] == total
     assert summary["sum_ids"] == total * (total - 1) // 2
     assert summary["filtered_rows"] == CLUSTER_ROWS
+    assert summary["rows_after_filter"] == total, "the reused DataFrame kept the filter"
 
     t = open_table(str(job.directory / "table"))
     assert_same_rows(t.to_arrow(), source_rows(0, total), context="the table, read here")

@@ -8,6 +8,7 @@ in one commit (after the start), or one whole file of the snapshot the stream st
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from typing import Any
@@ -247,3 +248,99 @@ def test_read_while_a_writer_appends(spark: Any, tmp_path: Any, stop_queries: No
     assert_same_rows(rows, open_table(path).to_arrow())
     assert rows.num_rows == 20 + sum(15 + n for n in range(1, 13))
     assert len(data_batches(q)) >= 3, "the stream did not read while the writer was appending"
+
+
+def compacted_table(path: str) -> pa.Table:
+    """Three appends of 40 rows in blocklets of 10, handed off: one sorted file of 12
+    blocklets, which the starting snapshot reads as one unit."""
+    properties = {"blocklet_max_rows": "10", "handoff_blocklet_rows": "10"}
+    t = create_table(path, SOURCE_SCHEMA, properties=properties)
+    chunks = [source_rows(n * 40, 40) for n in range(3)]
+    for chunk in chunks:
+        t.append(chunk)
+    t.finish_streaming()
+    assert t.handoff().rows == 120
+    files = list(open_table(path).snapshot().iter_files())
+    assert [(seg.status, f.num_blocklets) for seg, f in files] == [("SUCCESS", 12)]
+    return pa.concat_tables(chunks)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "batches"),
+    [
+        pytest.param("maxRowsPerTrigger", 25, [20] * 6, id="rows"),
+        pytest.param("maxFilesPerTrigger", 1, [120], id="files"),
+    ],
+)
+def test_limits_hold_inside_a_compacted_file(
+    spark: Any, tmp_path: Any, option: str, value: int, batches: list[int], stop_queries: None
+) -> None:
+    """Rows and bytes limits cut a unit between blocklets (a batch ends before the blocklet
+    that would pass the limit); maxFilesPerTrigger still counts whole units."""
+    path = str(tmp_path / "t")
+    expected = compacted_table(path)
+    q, rows = read_into_memory(spark, path, **{option: value})
+    assert_same_rows(rows, expected)
+    assert [p["numInputRows"] for p in data_batches(q)] == batches
+
+
+def test_bytes_limit_inside_a_file_and_restart(
+    spark: Any, tmp_path: Any, stop_queries: None
+) -> None:
+    """A restarted query resumes inside a unit where its last batch ended: every row once."""
+    path, sink, ck = str(tmp_path / "t"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    expected = compacted_table(path)
+    sizes = [b.length for _, f in open_table(path).snapshot().iter_files() for b in f.blocklets]
+    limit = sizes[0] + sizes[1] + sizes[2] // 2  # two blocklets fit, three do not
+
+    def run(max_batches: int | None) -> Any:
+        name = memory_name() if max_batches else None
+        reader = spark.readStream.format("carbonlite").option("maxBytesPerTrigger", limit)
+        writer = reader.load(path).writeStream.format("carbonlite").option("checkpointLocation", ck)
+        if name is None:
+            return finish(writer.trigger(availableNow=True).start(sink))
+        q = writer.trigger(processingTime="100 milliseconds").start(sink)
+        wait_until(lambda: len(data_batches(q)) >= max_batches, what=f"{max_batches} batches")
+        q.stop()
+        return q
+
+    first = run(2)
+    done = sum(p["numInputRows"] for p in data_batches(first))
+    assert done % 20 == 0 and 0 < done < 120
+    second = run(None)
+    assert all(p["numInputRows"] == 20 for p in data_batches(second))
+    assert_same_rows(open_table(sink).to_arrow(), expected)
+
+
+def test_starting_timestamp(spark: Any, tmp_path: Any, stop_queries: None) -> None:
+    """startingTimestamp: the changes committed at or after it (not a snapshot)."""
+    path = str(tmp_path / "t")
+    chunks = make_table(path, 3, separate_writers=False)  # versions 1, 2, 3
+    stamps = {h.version: h.timestamp for h in open_table(path).history()}
+    at_two = stamps[2].isoformat()
+    _, rows = read_into_memory(spark, path, startingTimestamp=at_two)
+    assert_same_rows(rows, pa.concat_tables(chunks[1:]))
+    just_after = (stamps[2] + datetime.timedelta(milliseconds=1)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    _, rows = read_into_memory(spark, path, startingTimestamp=just_after)
+    assert_same_rows(rows, chunks[2])
+    _, rows = read_into_memory(spark, path, startingTimestamp="2000-01-01T00:00:00Z")
+    assert_same_rows(rows, pa.concat_tables(chunks))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"startingVersion": 1, "startingTimestamp": "2000-01-01"}, "not both"),
+        ({"startingVersion": 9}, "versions 0 to 3"),
+        ({"startingTimestamp": "2999-01-01T00:00:00Z"}, "no version committed at or after"),
+        ({"startingTimestamp": "yesterday"}, "is not a timestamp"),
+    ],
+    ids=["both", "no-such-version", "future", "not-a-time"],
+)
+def test_bad_starting_position(
+    spark: Any, tmp_path: Any, options: dict[str, Any], message: str, stop_queries: None
+) -> None:
+    path = str(tmp_path / "t")
+    make_table(path, 3, separate_writers=False)
+    with pytest.raises(Exception, match=message):
+        read_into_memory(spark, path, **options)

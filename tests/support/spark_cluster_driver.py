@@ -5,7 +5,7 @@ workers, and the driver in another process again.
 
 Writes ``files`` parquet files of ``rows`` rows into ``<dir>/source``, streams them into the
 table ``<dir>/table`` (``maxFilesPerTrigger=1``, ``availableNow``), reads the table back with
-``spark.read`` (all of it, and with a filter), checks every row against the source, and prints
+``spark.read`` (all of it, with a filter, and all of it again through the same DataFrame), checks every row against the source, and prints
 one JSON line with what it saw. Exit code 0 when every check passed, 1 otherwise.
 """
 
@@ -66,6 +66,8 @@ def main(argv: list[str]) -> int:
     summary["sum_ids"] = int(df.agg({"id": "sum"}).collect()[0][0])
     low, high = spec["rows"] // 2, spec["rows"] + spec["rows"] // 2
     summary["filtered_rows"] = df.where(f"id >= {low} and id < {high}").count()
+    # The same DataFrame again without a filter: by default it reads every row (issue 12).
+    summary["rows_after_filter"] = df.count()
     # The Python workers' parents: one pyspark daemon per executor JVM.
     summary["worker_parents"] = len(
         set(spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getppid()).collect())
