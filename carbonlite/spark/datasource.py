@@ -21,6 +21,7 @@ from carbonlite.spark.source import (
     CarbonLiteBatchReader,
     CarbonLitePushdownReader,
     CarbonLiteStreamReader,
+    read_version,
 )
 from carbonlite.spark.types import spark_schema
 
@@ -75,8 +76,7 @@ class CarbonLiteDataSource(DataSource):
             )
         options = self._options()
         table = open_table(options.path, storage_options=options.storage_options or None)
-        version = options.get_int("versionAsOf")
-        schema = table.snapshot(version).schema
+        schema = table.snapshot(read_version(options, table)).schema
         columns = options.get_list("columns")
         if columns:
             schema = project_schema(schema, columns, where=repr(table.path))

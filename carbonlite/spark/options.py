@@ -16,7 +16,14 @@ Route = Literal["read", "readStream", "write", "writeStream"]
 
 _COMMON = ("path", "storageOptions")
 OPTIONS: dict[Route, tuple[str, ...]] = {
-    "read": (*_COMMON, "versionAsOf", "filter", "columns", "filterPushdown"),
+    "read": (
+        *_COMMON,
+        "versionAsOf",
+        "timestampAsOf",
+        "filter",
+        "columns",
+        "filterPushdown",
+    ),
     "readStream": (
         *_COMMON,
         "maxFilesPerTrigger",

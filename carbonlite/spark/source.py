@@ -248,10 +248,7 @@ class CarbonLiteBatchReader(DataSourceReader):
 
     def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
         table = _open(options)
-        version = options.get_int("versionAsOf")
-        self.snapshot_version = (
-            table.version if version is None else table.snapshot(version).version
-        )
+        self.snapshot_version = read_version(options, table)
         self.uri = table.path
         self.storage_options = table.storage_options
         self.table_schema = table.snapshot(self.snapshot_version).schema
@@ -556,3 +553,17 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def stop(self) -> None:
         self._units.clear()
         self._table = None
+
+
+def read_version(options: SparkOptions, table: Table) -> int:
+    """The version a batch read sees: ``versionAsOf``, or ``timestampAsOf`` (an ISO 8601 time,
+    UTC without an offset: the latest version committed at or before it), or the latest."""
+    version = options.get_int("versionAsOf")
+    when = options.get("timestampAsOf")
+    if version is not None and when is not None:
+        raise InvalidOptionError(
+            "give versionAsOf or timestampAsOf, not both: they each name the version to read"
+        )
+    if when is not None:
+        return table.version_at(when, what="timestampAsOf")
+    return table.version if version is None else table.snapshot(version).version

@@ -43,6 +43,15 @@ def test_load_equals_python_read(spark: Any, tmp_path: Any) -> None:
     v2 = spark.read.format("carbonlite").option("versionAsOf", 2).load(path).toArrow()
     assert_same_rows(v2, open_table(path).to_arrow(version=2))
     assert v2.num_rows == 80
+    when = open_table(path).history()[1].timestamp  # version 2's commit time
+    at = spark.read.format("carbonlite").option("timestampAsOf", when.isoformat()).load(path)
+    assert at.count() == 80
+    early = spark.read.format("carbonlite").option("timestampAsOf", "2000-01-01T00:00:00")
+    with pytest.raises(Exception, match="no version committed at or before"):
+        early.load(path).collect()
+    both = spark.read.format("carbonlite").option("versionAsOf", 1)
+    with pytest.raises(Exception, match="versionAsOf or timestampAsOf, not both"):
+        both.option("timestampAsOf", when.isoformat()).load(path).collect()
 
     only_id = spark.read.format("carbonlite").schema("id long").load(path)
     assert only_id.columns == ["id"]
