@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from carbonlite.errors import InvalidOptionError
+from carbonlite.format.pages import PAGE_CODECS, PageCodec
 
 __all__ = [
     "PROPERTIES",
@@ -122,6 +123,13 @@ def _compression_level(text: str) -> int:
     return value
 
 
+def _stream_codec(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in PAGE_CODECS:
+        raise ValueError(f"must be one of {', '.join(PAGE_CODECS)}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class PropertySpec:
     default: str
@@ -135,6 +143,12 @@ PROPERTIES: dict[str, PropertySpec] = {
         "64MB", _positive_size, "in-memory Arrow bytes per blocklet at most"
     ),
     "compression_level": PropertySpec("1", _compression_level, "zstd level of pages (0 = none)"),
+    "stream_codec": PropertySpec(
+        "lz4",
+        _stream_codec,
+        "codec of streaming blocklets (lz4, zstd at compression_level, none); handoff and "
+        "compaction rewrite them with zstd",
+    ),
     "streaming_segment_max_bytes": PropertySpec(
         "1GB", _positive_size, "a STREAMING segment rolls over to STREAMING_FINISH past this size"
     ),
@@ -224,6 +238,10 @@ class TableProperties:
     @property
     def compression_level(self) -> int:
         return int(self._get("compression_level"))
+
+    @property
+    def stream_codec(self) -> PageCodec:
+        return cast(PageCodec, self._get("stream_codec"))
 
     @property
     def streaming_segment_max_bytes(self) -> int:

@@ -644,3 +644,14 @@ TableModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_table_model = TableModel.TestCase
+
+
+def test_every_property_is_documented_with_its_default() -> None:
+    """docs/PROPERTIES.md lists exactly the keys of PROPERTIES, with their defaults."""
+    import re
+
+    from carbonlite.properties import PROPERTIES
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "PROPERTIES.md").read_text()
+    rows = re.findall(r"^\| `([a-z_]+)` \| `([^`]*)` \|", page, flags=re.MULTILINE)
+    assert dict(rows) == {key: spec.default for key, spec in PROPERTIES.items()}

@@ -26,6 +26,7 @@ from carbonlite.format.types import stat_kind
 __all__ = [
     "BLOCKLET_MAGIC",
     "BLOCKLET_PREFIX",
+    "CODEC_LZ4",
     "CODEC_NONE",
     "CODEC_ZSTD",
     "FILE_MAGIC",
@@ -48,7 +49,8 @@ BLOCKLET_MAGIC = b"CLBK"
 FORMAT_VERSION = 1
 CODEC_NONE = 0
 CODEC_ZSTD = 1
-CODECS = {CODEC_NONE: "none", CODEC_ZSTD: "zstd"}
+CODEC_LZ4 = 2
+CODECS = {CODEC_NONE: "none", CODEC_ZSTD: "zstd", CODEC_LZ4: "lz4"}
 
 _FILE_FIXED = struct.Struct("<4sHHI")  # magic, version, flags, schema_len
 _CRC = struct.Struct("<I")

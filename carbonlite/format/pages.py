@@ -1,9 +1,11 @@
-"""Column pages: one column of a blocklet as an Arrow IPC record-batch message, zstd-compressed.
+"""Column pages: one column of a blocklet as an Arrow IPC record-batch message, compressed.
 
 A page is the encapsulated IPC message of a one-column record batch (no schema: the file
-header has it), compressed as a whole with zstd (level 1 by default) unless compression saves
-less than 1/32 of the bytes, in which case it is stored raw. Whole-page zstd was measured
-against Arrow's own per-buffer IPC compression (docs/FORMAT.md, "Why whole-page zstd").
+header has it), compressed as a whole with zstd (level 1 by default) or LZ4 (the frame
+format: several times faster to write, larger; what streaming blocklets use, since handoff
+rewrites them with zstd) unless compression saves less than 1/32 of the bytes, in which case
+it is stored raw. Whole-page zstd was measured against Arrow's own per-buffer IPC compression
+(docs/FORMAT.md, "Why whole-page zstd").
 """
 
 from __future__ import annotations
@@ -12,17 +14,29 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import pyarrow as pa
 import zstandard
 
-from carbonlite.format.layout import CODEC_NONE, CODEC_ZSTD
+from carbonlite.format.layout import CODEC_LZ4, CODEC_NONE, CODEC_ZSTD
 
-__all__ = ["DEFAULT_COMPRESSION_LEVEL", "decode_page", "encode_page", "ordered_map", "thread_pool"]
+__all__ = [
+    "DEFAULT_COMPRESSION_LEVEL",
+    "PAGE_CODECS",
+    "PageCodec",
+    "decode_page",
+    "encode_page",
+    "ordered_map",
+    "thread_pool",
+]
 
 DEFAULT_COMPRESSION_LEVEL = 1
-_MIN_SAVING_SHIFT = 5  # store raw unless zstd saves at least raw_length >> 5 bytes
+PageCodec = Literal["zstd", "lz4", "none"]
+"""How a writer compresses pages: zstd at its ``compression_level``, LZ4, or not at all."""
+PAGE_CODECS: tuple[PageCodec, ...] = ("zstd", "lz4", "none")
+_MIN_SAVING_SHIFT = 5  # store raw unless compression saves at least raw_length >> 5 bytes
+_IPC_PREFIX = 8  # an encapsulated IPC message: continuation marker and metadata length
 
 _local = threading.local()
 
@@ -44,17 +58,35 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
+def _lz4() -> pa.Codec:
+    if not pa.Codec.is_available("lz4"):
+        raise ValueError("this pyarrow build has no LZ4 codec: it cannot read or write LZ4 pages")
+    return pa.Codec("lz4")  # the LZ4 frame format
+
+
 def encode_page(
-    array: pa.Array, schema1: pa.Schema, level: int = DEFAULT_COMPRESSION_LEVEL
+    array: pa.Array,
+    schema1: pa.Schema,
+    level: int = DEFAULT_COMPRESSION_LEVEL,
+    codec: PageCodec = "zstd",
 ) -> tuple[bytes | pa.Buffer, int, int]:
-    """(stored bytes, raw length, codec) of one column; ``schema1`` is its one-field schema."""
+    """(stored bytes, raw length, codec number) of one column; ``schema1`` is its one-field
+    schema. ``level`` is zstd's (0 stores raw whatever ``codec`` says)."""
     raw = pa.RecordBatch.from_arrays([array], schema=schema1).serialize()
-    if level <= 0:
+    if level <= 0 or codec == "none":
         return raw, raw.size, CODEC_NONE
-    packed = _compressor(level).compress(raw)
+    packed: bytes | pa.Buffer
+    if codec == "lz4":
+        out = _lz4().compress(raw)
+        # A plain Buffer of exactly the frame: the ResizableBuffer Arrow returns exports its
+        # whole capacity through the buffer protocol (len(memoryview) > size), which a writer
+        # slicing a memoryview would write out.
+        packed, number = out.slice(0, out.size), CODEC_LZ4
+    else:
+        packed, number = _compressor(level).compress(raw), CODEC_ZSTD
     if raw.size - len(packed) < raw.size >> _MIN_SAVING_SHIFT:
         return raw, raw.size, CODEC_NONE
-    return packed, raw.size, CODEC_ZSTD
+    return packed, raw.size, number
 
 
 _ARROW_ZSTD = pa.Codec("zstd") if pa.Codec.is_available("zstd") else None
@@ -66,7 +98,12 @@ query, 10% less CPU for a 2-column full scan. (Decoding the pages of one blockle
 parallel was tried too: no faster there, and 20% more CPU.)"""
 
 
-def _decompress(stored: bytes | memoryview, raw_length: int) -> pa.Buffer:
+def _decompress(stored: bytes | memoryview, raw_length: int, codec: int) -> pa.Buffer:
+    if codec == CODEC_LZ4:
+        try:
+            return _lz4().decompress(stored, decompressed_size=raw_length)
+        except OSError as exc:
+            raise ValueError(f"page does not decompress to {raw_length} bytes: {exc}") from None
     if _ARROW_ZSTD is not None:
         try:
             # Arrow refuses a frame whose content is not exactly raw_length bytes.
@@ -84,8 +121,19 @@ def decode_page(
 ) -> pa.Array:
     """The column array of a stored page. Raises zstandard/Arrow errors or ValueError on
     damaged bytes."""
-    buf = _decompress(stored, raw_length) if codec == CODEC_ZSTD else pa.py_buffer(stored)
-    return pa.ipc.read_record_batch(buf, schema1).column(0)
+    buf = pa.py_buffer(stored) if codec == CODEC_NONE else _decompress(stored, raw_length, codec)
+    if codec != CODEC_LZ4:
+        return pa.ipc.read_record_batch(buf, schema1).column(0)
+    # An LZ4 frame does not record its content size, so a raw length longer than the frame's
+    # content is not refused by the decompressor: the IPC message must fill the buffer exactly
+    # (prefix, metadata and body, as serialize() wrote it).
+    message = pa.ipc.read_message(buf)
+    if _IPC_PREFIX + message.metadata.size + message.body.size != raw_length:
+        raise ValueError(
+            f"page holds a message of {_IPC_PREFIX + message.metadata.size + message.body.size} "
+            f"bytes, expected {raw_length}"
+        )
+    return pa.ipc.read_record_batch(message, schema1).column(0)
 
 
 # --- the shared thread pool -------------------------------------------------------------------

@@ -29,7 +29,13 @@ from carbonlite.format.layout import (
     pad8,
 )
 from carbonlite.format.meta import BlockletMeta, column_schemas
-from carbonlite.format.pages import DEFAULT_COMPRESSION_LEVEL, encode_page, ordered_map
+from carbonlite.format.pages import (
+    DEFAULT_COMPRESSION_LEVEL,
+    PAGE_CODECS,
+    PageCodec,
+    encode_page,
+    ordered_map,
+)
 from carbonlite.format.stats import ColumnStats, compute_column_stats
 from carbonlite.format.types import check_schema, stat_kind
 from carbonlite.storage import Appender, open_storage
@@ -84,6 +90,7 @@ def encode_blocklet(
     schema: pa.Schema,
     *,
     compression_level: int = DEFAULT_COMPRESSION_LEVEL,
+    codec: PageCodec = "zstd",
     schemas1: list[pa.Schema] | None = None,
 ) -> EncodedBlocklet:
     """Encode one conformed batch (columns exactly ``schema``'s) as a blocklet."""
@@ -91,11 +98,11 @@ def encode_blocklet(
 
     def encode_column(i: int) -> tuple[Any, int, int, int, ColumnStats]:
         array = batch.column(i)
-        stored, raw_len, codec = encode_page(array, schemas1[i], compression_level)
+        stored, raw_len, number = encode_page(array, schemas1[i], compression_level, codec)
         return (
             stored,
             raw_len,
-            codec,
+            number,
             crc32c(stored),
             compute_column_stats(array, stat_kind(schema.field(i).type)),
         )
@@ -108,9 +115,9 @@ def encode_blocklet(
     pages: list[tuple[int, int, int, int, int]] = []
     body: list[Any] = []
     pos = 0
-    for stored, raw_len, codec, crc, _ in encoded:
+    for stored, raw_len, number, crc, _ in encoded:
         n = len(stored) if not isinstance(stored, pa.Buffer) else stored.size
-        pages.append((pos, n, raw_len, crc, codec))
+        pages.append((pos, n, raw_len, crc, number))
         body.append(stored)
         pad = pad8(n)
         if pad:
@@ -209,6 +216,7 @@ class BlockletFileWriter:
         schema: pa.Schema | None = None,
         *,
         compression_level: int = DEFAULT_COMPRESSION_LEVEL,
+        codec: PageCodec = "zstd",
         truncate_to: int | None = None,
         verify: bool = True,
         storage_options: Mapping[str, Any] | None = None,
@@ -217,7 +225,12 @@ class BlockletFileWriter:
             raise InvalidOptionError(
                 f"compression_level must be 0 (none) to 22 (zstd max), got {compression_level}"
             )
+        if codec not in PAGE_CODECS:
+            raise InvalidOptionError(
+                f"codec must be one of {', '.join(PAGE_CODECS)}, got {codec!r}"
+            )
         self.compression_level = compression_level
+        self.codec: PageCodec = codec
         self._failed: BaseException | None = None
         self._closed = False
         self._file: IO[bytes] | None = None
@@ -356,7 +369,11 @@ class BlockletFileWriter:
         self._check_open()
         batch = conform_batch(batch, self.schema, where=repr(self.path))
         encoded = encode_blocklet(
-            batch, self.schema, compression_level=self.compression_level, schemas1=self._schemas1
+            batch,
+            self.schema,
+            compression_level=self.compression_level,
+            codec=self.codec,
+            schemas1=self._schemas1,
         )
         return self._append_encoded(encoded)
 
@@ -382,7 +399,11 @@ class BlockletFileWriter:
 
         def encode(b: pa.RecordBatch) -> EncodedBlocklet:
             return encode_blocklet(
-                b, self.schema, compression_level=self.compression_level, schemas1=self._schemas1
+                b,
+                self.schema,
+                compression_level=self.compression_level,
+                codec=self.codec,
+                schemas1=self._schemas1,
             )
 
         blocklets = split_into_blocklets(

@@ -364,6 +364,7 @@ class TableWriter:
             batches=conformed_batches(batches, schema, where=log.uri),
             storage_options=self.storage_options,
             compression_level=props.compression_level,
+            codec=props.stream_codec,
             max_rows=props.blocklet_max_rows,
             max_bytes=props.blocklet_max_bytes,
         )

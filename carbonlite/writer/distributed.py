@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from carbonlite.errors import CarbonLiteError, CommitConflictError
+from carbonlite.format.pages import PageCodec
 from carbonlite.metadata import BlockletsAppended, Log, TxnMarker
 from carbonlite.properties import TableProperties
 from carbonlite.storage import open_storage
@@ -72,6 +73,7 @@ class WritePlan:
     blocklet_max_rows: int = 65_536
     blocklet_max_bytes: int = 64 * 1024 * 1024
     compression_level: int = 1
+    codec: PageCodec = "lz4"
     read_version: int = 0
     planned_ms: int | None = None
     """When the driver planned the write: its commit records the duration from here."""
@@ -114,6 +116,7 @@ def plan_write(
         blocklet_max_rows=props.blocklet_max_rows,
         blocklet_max_bytes=props.blocklet_max_bytes,
         compression_level=props.compression_level,
+        codec=props.stream_codec,
         read_version=snap.version,
         planned_ms=now_ms(),
         append_files=table.storage.supports_append,
@@ -189,6 +192,7 @@ def _write(
         batches=conformed_batches(batches, plan.schema, where=plan.uri),
         storage_options=plan.storage_options,
         compression_level=plan.compression_level,
+        codec=plan.codec,
         max_rows=plan.blocklet_max_rows,
         max_bytes=plan.blocklet_max_bytes,
     )

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.format import BlockletFileWriter, BlockletMeta
+from carbonlite.format.pages import PageCodec
 from carbonlite.metadata.actions import BlockletEntry, BlockletsAppended
 from carbonlite.storage import Storage
 
@@ -45,11 +46,13 @@ def write_blocklets(
     batches: Iterable[pa.RecordBatch],
     storage_options: Mapping[str, Any] | None,
     compression_level: int,
+    codec: PageCodec,
     max_rows: int,
     max_bytes: int,
 ) -> BlockletsAppended | None:
     """Append ``batches`` as blocklets to ``file`` (relative to ``root``) after its committed
-    length; None when there were no rows (nothing written, file untouched)."""
+    length, pages compressed with ``codec`` (the table's ``stream_codec``; ``compression_level``
+    for zstd); None when there were no rows (nothing written, file untouched)."""
     batches = iter(batches)
     first = next((b for b in batches if b.num_rows), None)
     if first is None:
@@ -61,6 +64,7 @@ def write_blocklets(
         uri,
         schema,
         compression_level=compression_level,
+        codec=codec,
         truncate_to=committed_length or None,
         verify=False,  # the committed length comes from the log
         storage_options=storage_options,
