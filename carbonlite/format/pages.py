@@ -58,10 +58,13 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
+_ARROW_LZ4 = pa.Codec("lz4") if pa.Codec.is_available("lz4") else None  # the LZ4 frame format
+
+
 def _lz4() -> pa.Codec:
-    if not pa.Codec.is_available("lz4"):
+    if _ARROW_LZ4 is None:
         raise ValueError("this pyarrow build has no LZ4 codec: it cannot read or write LZ4 pages")
-    return pa.Codec("lz4")  # the LZ4 frame format
+    return _ARROW_LZ4
 
 
 def encode_page(

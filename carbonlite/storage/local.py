@@ -136,11 +136,8 @@ class _LocalAppender(Appender):
     def close(self) -> None:
         if self._fd >= 0:
             try:
-                self.flush()
+                self.flush()  # waits for a running background sync first, even when it failed
             finally:
-                if self._syncing is not None:  # the flush failed before waiting: wait here
-                    with contextlib.suppress(Exception):
-                        self._syncing.result()
                 os.close(self._fd)
                 self._fd = -1
 
