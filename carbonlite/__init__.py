@@ -10,9 +10,11 @@ from carbonlite.errors import (
     CommitStateUnknownError,
     CorruptDataError,
     DataUnavailableError,
+    DuplicateKeyError,
     InvalidFilterError,
     InvalidOptionError,
     MissingDependencyError,
+    RowsChangedError,
     SchemaMismatchError,
     StorageError,
     TableExistsError,
@@ -24,7 +26,7 @@ from carbonlite.errors import (
 )
 from carbonlite.reader.scan import TableScan
 from carbonlite.records import CommitRecord, SegmentInfo
-from carbonlite.table import CommitResult, Table
+from carbonlite.table import CommitResult, MergeResult, Table
 
 __all__ = [
     "CarbonLiteError",
@@ -34,9 +36,12 @@ __all__ = [
     "CommitStateUnknownError",
     "CorruptDataError",
     "DataUnavailableError",
+    "DuplicateKeyError",
     "InvalidFilterError",
     "InvalidOptionError",
+    "MergeResult",
     "MissingDependencyError",
+    "RowsChangedError",
     "SchemaMismatchError",
     "SegmentInfo",
     "StorageError",

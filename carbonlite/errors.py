@@ -12,9 +12,11 @@ __all__ = [
     "CommitStateUnknownError",
     "CorruptDataError",
     "DataUnavailableError",
+    "DuplicateKeyError",
     "InvalidFilterError",
     "InvalidOptionError",
     "MissingDependencyError",
+    "RowsChangedError",
     "SchemaMismatchError",
     "StorageError",
     "TableExistsError",
@@ -76,6 +78,12 @@ class CommitConflictError(CarbonLiteError):
         super().__init__(message)
 
 
+class RowsChangedError(CommitConflictError):
+    """Rows a delete, update or merge read were changed by a commit that won the race (a
+    delete of the same file, or a handoff or compaction that moved them); the operation
+    reads the table again and retries, and raises this only when it keeps losing."""
+
+
 class WriterConflictError(CommitConflictError):
     """Another live writer holds the same writer identity (its stream files) right now."""
 
@@ -117,6 +125,11 @@ class UnsupportedFormatError(CarbonLiteError):
 
 class InvalidOptionError(CarbonLiteError, ValueError):
     """An option, property or argument has a value that is not allowed."""
+
+
+class DuplicateKeyError(CarbonLiteError, ValueError):
+    """A merge source holds a key twice where it matches the table: which row wins would be
+    arbitrary, so the merge is refused (deduplicate the source first)."""
 
 
 class InvalidFilterError(CarbonLiteError, ValueError):

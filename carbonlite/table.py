@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import numbers
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -56,7 +56,18 @@ from carbonlite.records import CommitRecord, SegmentInfo, read_history, segment_
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, TableWriter, now_ms
 from carbonlite.writer.batches import TableData
+from carbonlite.writer.modify import (
+    MatchedAction,
+    MergeResult,
+    NotMatchedAction,
+    NotMatchedBySourceAction,
+    RowChangePlan,
+    plan_delete,
+    plan_merge,
+    plan_update,
+)
 from carbonlite.writer.restore import RestoreCommit, plan_restore
+from carbonlite.writer.row_changes import commit_row_change
 from carbonlite.writer.table_metadata import (
     MetadataCommit,
     with_columns,
@@ -64,7 +75,7 @@ from carbonlite.writer.table_metadata import (
     without_properties,
 )
 
-__all__ = ["CommitResult", "Table"]
+__all__ = ["CommitResult", "MergeResult", "Table"]
 
 _Stampable = TypeVar("_Stampable", MetadataCommit, RestoreCommit)
 
@@ -246,6 +257,94 @@ class Table:
         if result.version is not None:
             self._after_data_commit(before)
         return result
+
+    # --- row-level changes ----------------------------------------------------------------------
+
+    def delete(self, filter: FilterLike) -> CommitResult:
+        """Delete the rows ``filter`` keeps (any form :meth:`scan` takes; None deletes every
+        row) in one commit, by deletion vectors: no data file is rewritten. ``rows`` of the
+        result counts the rows deleted; ``version`` is None when no row matched."""
+        plan, version = self._change_rows(
+            "DELETE",
+            lambda snap, reader: plan_delete(reader, snap, self._filter(filter, snap)),
+        )
+        return CommitResult(version, "DELETE", rows=plan.rows_deleted)
+
+    def update(self, filter: FilterLike, set: Mapping[str, Any]) -> CommitResult:
+        """Set columns of the rows ``filter`` keeps, in one commit: ``set`` maps a column to
+        a scalar or a ``pyarrow.compute`` expression of the row's old values (such as
+        ``pc.field("price") * 2``). ``rows`` of the result counts the rows updated."""
+        plan, version = self._change_rows(
+            "UPDATE",
+            lambda snap, reader: plan_update(
+                reader, snap, self._filter(filter, snap), set, repr(self.path)
+            ),
+        )
+        return CommitResult(version, "UPDATE", rows=plan.rows_updated)
+
+    def merge(
+        self,
+        source: TableData,
+        on: Sequence[str],
+        *,
+        when_matched: MatchedAction = "update",
+        when_not_matched: NotMatchedAction = "insert",
+        when_not_matched_by_source: NotMatchedBySourceAction = "ignore",
+    ) -> MergeResult:
+        """Merge ``source`` (Arrow data, pandas, Polars; a subset of the table's columns
+        holding the keys) into the table by the key columns ``on``, in one commit: rows of the
+        table a source row matches are updated with the source's columns (``"delete"``:
+        deleted, ``"ignore"``: left); source rows matching none are inserted (missing columns
+        null); table rows no source row matches are left or, with
+        ``when_not_matched_by_source="delete"``, deleted. A table row matched by two source
+        rows raises :class:`DuplicateKeyError`. Null keys match nothing."""
+        keys = [on] if isinstance(on, str) else list(on)
+        if not keys or any(not isinstance(k, str) for k in keys):
+            raise InvalidOptionError(f"on must name the key columns, such as ['id'], not {on!r}")
+        for name, value, allowed in (
+            ("when_matched", when_matched, ("update", "delete", "ignore")),
+            ("when_not_matched", when_not_matched, ("insert", "ignore")),
+            ("when_not_matched_by_source", when_not_matched_by_source, ("delete", "ignore")),
+        ):
+            if value not in allowed:
+                raise InvalidOptionError(f"{name} must be one of {allowed}, not {value!r}")
+        plan, version = self._change_rows(
+            "MERGE",
+            lambda snap, reader: plan_merge(
+                reader,
+                snap,
+                source,
+                keys,
+                when_matched=when_matched,
+                when_not_matched=when_not_matched,
+                when_not_matched_by_source=when_not_matched_by_source,
+                where=repr(self.path),
+            ),
+        )
+        return MergeResult(version, plan.rows_updated, plan.rows_inserted, plan.rows_deleted)
+
+    def _filter(self, filter: FilterLike, snapshot: Snapshot) -> Filter | None:
+        return parse_filter(filter, snapshot.schema, where=repr(self.path))
+
+    def _change_rows(
+        self,
+        operation: str,
+        plan: Callable[[Snapshot, SplitReader], RowChangePlan],
+    ) -> tuple[RowChangePlan, int | None]:
+        self._check_open()
+        with self._writer.lock:
+            before = self._snapshot
+            planned, version, self._snapshot = commit_row_change(
+                self._writer,
+                self.log,
+                self._snapshot,
+                operation=operation,
+                plan=plan,
+                storage_options=self.storage_options,
+            )
+        if version is not None:
+            self._after_data_commit(before)
+        return planned, version
 
     def _after_data_commit(self, before: Snapshot) -> None:
         """Table properties auto_handoff and auto_compaction act after data commits."""

@@ -448,14 +448,14 @@ def test_an_unknown_action_in_a_table_of_this_format_is_damage(table: Path) -> N
     """The reported case: an unknown action said "written by a newer CarbonLite; upgrade",
     naming no file. In a table whose format version this library reads it is damage."""
     before, on_disk = committed(table), files_under(table)
-    data = _with_extra_lines(encode_actions([info()], EVENTS), b'{"deleteRows":{"id":3}}')
+    data = _with_extra_lines(encode_actions([info()], EVENTS), b'{"futureAction":{"id":3}}')
     hostile = write_version(table, 5, data)
     with pytest.raises(cl.CorruptDataError) as caught:
         cl.open_table(table)
     assert not isinstance(caught.value, cl.UnsupportedFormatError)
     message = str(caught.value)
     assert str(hostile) in message and caught.value.path == str(hostile)  # file (and version)
-    assert "'deleteRows'" in message and f"format version {LOG_FORMAT_VERSION}" in message
+    assert "'futureAction'" in message and f"format version {LOG_FORMAT_VERSION}" in message
     assert "damaged" in message
     hostile.unlink()
     assert committed(table) == before and files_under(table) == on_disk
@@ -470,7 +470,7 @@ def test_an_unknown_action_in_a_version_that_raises_the_format_asks_for_an_upgra
     metadata = cl.open_table(table).snapshot().metadata
     newer = dataclasses.replace(metadata, format_version=LOG_FORMAT_VERSION + 1)
     data = _with_extra_lines(
-        encode_actions([newer, info("UPGRADE")], EVENTS), b'{"deleteRows":{"id":3}}'
+        encode_actions([newer, info("UPGRADE")], EVENTS), b'{"futureAction":{"id":3}}'
     )
     hostile = write_version(table, 5, data)
     with pytest.raises(cl.UnsupportedFormatError) as caught:

@@ -69,7 +69,8 @@ def test_the_golden_table_is_small_and_complete(golden: Golden) -> None:
         f"_carbonlite/log/{v:020d}.checkpoint.json" for v in expected["checkpoints"]
     ]
     assert expected["checkpoints"]  # the golden history is long enough to checkpoint
-    assert all(f.endswith(".cblt") for f in files if f.startswith("segments/"))
+    assert all(f.endswith((".cblt", ".dv")) for f in files if f.startswith("segments/"))
+    assert any(f.endswith(".dv") for f in files) == (golden.format_version >= 4)
     assert (source / "_carbonlite" / "_last_checkpoint").exists()
     logs = [(source / f).read_bytes().rstrip(b"\n") for f in versions]
     documents = [(source / f).read_bytes() for f in checkpoints]
@@ -118,7 +119,11 @@ def test_opening_from_the_golden_checkpoint(golden: Golden) -> None:
     replayed = t.snapshot(last)
     from_log = [b for _s, f in replayed.iter_files() for b in f.blocklets]
     assert from_log and all(b.stats for b in from_log)
-    assert len(expected["versions"][str(last)]["rows"]) == sum(b.num_rows for b in from_log)
+    deleted = sum(f.num_deleted for _s, f in replayed.iter_files())
+    assert (
+        len(expected["versions"][str(last)]["rows"]) == sum(b.num_rows for b in from_log) - deleted
+    )
+    assert (deleted > 0) == (golden.format_version >= 4)  # the checkpoint holds deletions
 
 
 def test_this_version_keeps_writing_to_the_golden_table(golden: Golden) -> None:

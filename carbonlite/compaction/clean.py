@@ -1,6 +1,6 @@
 """``clean``: physically delete what no version within the retention period needs.
 
-Data files of COMPACTED and MARKED_FOR_DELETE segments go once their status changed longer
+Data files of COMPACTED and MARKED_FOR_DELETE segments (with their deletion-vector files) go once their status changed longer
 ago than the retention (default: table property ``deleted_data_retention``, 7 days); less than
 one hour is refused unless forced, as Delta's VACUUM does, because a reader or a lagging stream
 may still be reading an older version. The deletion is recorded (``removeFiles``, one version,
@@ -46,7 +46,8 @@ class CleanResult:
     version: int | None
     """The version recording the deletion (None for a dry run or when nothing went)."""
     files: tuple[str, ...]
-    """Data files deleted (or, in a dry run, that would be)."""
+    """Data files deleted, each followed by its deletion-vector files (or, in a dry run,
+    that would be)."""
     bytes: int
     log_files: tuple[str, ...]
     """Log and checkpoint files deleted (or that would be)."""
@@ -206,7 +207,13 @@ def clean(
         ):
             removed[seg.segment_id] = tuple(seg.files)
             nbytes += seg.num_bytes
-    files = tuple(p for paths in removed.values() for p in paths)
+            nbytes += sum(n for f in seg.files.values() for n in f.dv_files.values())
+    files = tuple(
+        p
+        for sid, paths in removed.items()
+        for rel in paths
+        for p in (rel, *snapshot.segments[sid].files[rel].dv_files)
+    )
     log_retention_ms = int(props.log_retention * 1000)
     log_files, referenced = _stale_log_files(log, _cutoff(now, log_retention_ms), snapshot)
     log_files += _stale_manifests(log, referenced, MANIFEST_MIN_AGE_MS, now)
@@ -217,6 +224,9 @@ def clean(
     for sid, paths in removed.items():
         seg_files = snapshot.segments[sid].files
         for rel in paths:
+            for dv_file, size in seg_files[rel].dv_files.items():  # its deletion vectors
+                storage.delete(storage.join(root, dv_file))
+                counter.advance(size)
             storage.delete(storage.join(root, rel))
             counter.advance(seg_files[rel].committed_length)
     counter.finish()

@@ -57,6 +57,7 @@ class CompactionCommit:
                     planned.status,
                     {s.file: s.committed_length for s in planned.splits},
                     operation=self.plan.kind,
+                    deletions=planned.deletions,
                 )
                 for planned in task.inputs
             )

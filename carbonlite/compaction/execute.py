@@ -49,6 +49,11 @@ def _sorted(table: pa.Table, sort_columns: tuple[str, ...]) -> pa.Table:
     return table.sort_by([(c, "ascending") for c in sort_columns])
 
 
+def _all_deleted(split: Split, blocklet: BlockletEntry) -> bool:
+    ref = split.deletion_of(blocklet) if split.deletions else None
+    return ref is not None and ref.cardinality >= blocklet.num_rows
+
+
 def execute_task(
     task: CompactionTask,
     uri: str,
@@ -67,7 +72,13 @@ def execute_task(
     storage, root = open_storage(uri, dict(storage_options or {}) or None)
     reader = SplitReader(storage, root, schema, storage_options=storage_options)
     try:
-        blocklets = [(s, b) for i in task.inputs for s in i.splits for b in s.blocklets]
+        blocklets = [
+            (s, b)
+            for i in task.inputs
+            for s in i.splits
+            for b in s.blocklets
+            if not _all_deleted(s, b)
+        ]
 
         def read(item: tuple[Split, BlockletEntry]) -> pa.RecordBatch:
             return reader.read_blocklet(item[0], item[1], schema, None)

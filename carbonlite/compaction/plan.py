@@ -14,14 +14,14 @@ streaming segment ``3`` writes ``3.0``; merging ``3.0, 4.0, 5.0, 6.0`` at level 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.metadata import SegmentState, Snapshot
 from carbonlite.properties import TableProperties
-from carbonlite.reader.planner import Split
+from carbonlite.reader.planner import Split, file_split
 
 __all__ = [
     "CompactionKind",
@@ -42,11 +42,14 @@ class SegmentInput:
     segment_id: str
     status: str
     splits: tuple[Split, ...]
-    """Every file of the segment with its committed length and blocklets."""
+    """Every file of the segment with its committed length, blocklets and deletion vectors."""
+    deletions: Mapping[str, int] = field(default_factory=dict)
+    """``deletion_version`` of each file with deleted rows, as planned."""
 
     @property
     def num_rows(self) -> int:
-        return sum(s.num_rows for s in self.splits)
+        """Rows it holds for readers (deleted ones not counted)."""
+        return sum(s.live_rows for s in self.splits)
 
     @property
     def num_bytes(self) -> int:
@@ -95,10 +98,8 @@ def _input(seg: SegmentState) -> SegmentInput:
     return SegmentInput(
         segment_id=seg.segment_id,
         status=seg.status,
-        splits=tuple(
-            Split(seg.segment_id, f.path, f.committed_length, f.blocklets)
-            for f in seg.files.values()
-        ),
+        splits=tuple(file_split(seg, f) for f in seg.files.values()),
+        deletions={p: f.deletion_version for p, f in seg.files.items() if f.deletion_version},
     )
 
 

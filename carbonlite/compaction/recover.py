@@ -55,9 +55,14 @@ def _held_by_live_writer(storage: Storage, root: str, rel: str) -> bool:
 
 
 def _referenced(snapshot: Snapshot) -> dict[str, int]:
-    return {
-        f.path: f.committed_length for seg in snapshot.segments.values() for f in seg.files.values()
-    }
+    """Every file a version still needs, with the length it needs: data files and their
+    deletion-vector files."""
+    out = {}
+    for seg in snapshot.segments.values():
+        for f in seg.files.values():
+            out[f.path] = f.committed_length
+            out.update(f.dv_files)
+    return out
 
 
 @contextmanager

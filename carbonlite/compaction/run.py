@@ -20,11 +20,12 @@ from carbonlite.compaction.commit import CompactionCommit, FinishStreamingCommit
 from carbonlite.compaction.execute import TaskResult, execute_task
 from carbonlite.compaction.plan import CompactionKind, CompactionTask, plan_compaction
 from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
-from carbonlite.errors import CommitConflictError
+from carbonlite.errors import CommitConflictError, RowsChangedError
 from carbonlite.metadata import Log, Snapshot, commit
 from carbonlite.storage import Storage
 from carbonlite.writer.append import now_ms
 from carbonlite.writer.lease import Lease
+from carbonlite.writer.row_changes import MAX_ROW_CHANGE_ATTEMPTS
 
 __all__ = [
     "CompactionResult",
@@ -148,6 +149,7 @@ def run_compaction(
     compacted: list[str] = []
     created: list[str] = []
     rows = read = written = 0
+    lost_rounds = 0
     while True:
         round_started = now_ms()
         snapshot = log.update(snapshot)
@@ -169,8 +171,12 @@ def run_compaction(
             try:
                 lease.check()
                 snapshot = commit(log, snapshot, pending)
-            except CommitConflictError:
+            except CommitConflictError as exc:
                 _discard_outputs(log.storage, log.root, results)
+                if isinstance(exc, RowsChangedError) and lost_rounds < MAX_ROW_CHANGE_ATTEMPTS:
+                    # a delete won the race: the round reads the rows again (never resurrects)
+                    lost_rounds += 1
+                    continue
                 raise
         counter.finish()
         versions.append(snapshot.version)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from carbonlite.metadata.actions import (
+    DELETION_VECTOR_FORMAT_VERSION,
     LIVE_STATUSES,
     LOG_FORMAT_VERSION,
     Action,
     BlockletEntry,
     BlockletsAppended,
     CommitInfo,
+    DeletionRef,
     FilesRemoved,
+    RowsDeleted,
     SegmentAdded,
     SegmentFormat,
     SegmentStatus,
@@ -21,6 +24,7 @@ from carbonlite.metadata.commit import PendingCommit, commit
 from carbonlite.metadata.log import Log
 from carbonlite.metadata.requirements import (
     DataUnchangedSince,
+    DeletionsAsRead,
     FileAppendable,
     MetadataUnchanged,
     Requirement,
@@ -35,6 +39,7 @@ from carbonlite.metadata.requirements import (
 from carbonlite.metadata.snapshot import FileState, SegmentState, Snapshot
 
 __all__ = [
+    "DELETION_VECTOR_FORMAT_VERSION",
     "LIVE_STATUSES",
     "LOG_FORMAT_VERSION",
     "Action",
@@ -42,6 +47,8 @@ __all__ = [
     "BlockletsAppended",
     "CommitInfo",
     "DataUnchangedSince",
+    "DeletionRef",
+    "DeletionsAsRead",
     "FileAppendable",
     "FileState",
     "FilesRemoved",
@@ -49,6 +56,7 @@ __all__ = [
     "MetadataUnchanged",
     "PendingCommit",
     "Requirement",
+    "RowsDeleted",
     "SegmentAbsent",
     "SegmentAdded",
     "SegmentAsPlanned",

@@ -16,6 +16,7 @@ import pyarrow as pa
 from carbonlite.format.stats import ColumnStats
 
 __all__ = [
+    "DELETION_VECTOR_FORMAT_VERSION",
     "LIVE_STATUSES",
     "LOG_FORMAT_VERSION",
     "SEALED_FORMAT_VERSION",
@@ -23,7 +24,9 @@ __all__ = [
     "BlockletEntry",
     "BlockletsAppended",
     "CommitInfo",
+    "DeletionRef",
     "FilesRemoved",
+    "RowsDeleted",
     "SegmentAdded",
     "SegmentFormat",
     "SegmentStatus",
@@ -32,7 +35,7 @@ __all__ = [
     "TxnMarker",
 ]
 
-LOG_FORMAT_VERSION = 3
+LOG_FORMAT_VERSION = 4
 """Version of the log and table layout this library writes (and the newest it reads).
 
 1: the first layout. 2: every log version and checkpoint is sealed with a CRC-32C
@@ -40,7 +43,12 @@ LOG_FORMAT_VERSION = 3
 (their files are checked where they carry a seal, and a version must end with its
 ``commitInfo``). 3: checkpoints list immutable manifests of blocklet entries instead of
 rewriting every entry (``metadata/manifest.py``); tables of format 1 and 2 are read as they
-are and keep their checkpoints until ``upgrade`` raises them to 3."""
+are and keep their checkpoints until ``upgrade`` raises them to 3. 4: rows can be deleted
+by deletion vectors (the ``deleteRows`` action, and the files' deletions in checkpoints); a
+table of format 3 is raised to 4 by its first row-level change, in the same version."""
+
+DELETION_VECTOR_FORMAT_VERSION = 4
+"""The first format version whose tables may hold deletion vectors."""
 
 SEALED_FORMAT_VERSION = 2
 """The first format version whose log files must all carry a seal."""
@@ -112,6 +120,36 @@ class BlockletsAppended:
 
 
 @dataclass(frozen=True, slots=True)
+class DeletionRef:
+    """Where the deletion vector of one blocklet lies: ``length`` bytes at ``offset`` of the
+    file ``path`` (docs/FORMAT.md, "Deletion vectors"), deleting ``cardinality`` rows."""
+
+    blocklet: int
+    """Offset of the blocklet in its data file (what identifies it)."""
+    path: str
+    """The deletion-vector file, relative to the table root."""
+    offset: int
+    length: int
+    cardinality: int
+
+
+@dataclass(frozen=True, slots=True)
+class RowsDeleted:
+    """Rows of blocklets of one data file deleted: each blocklet's deletion vector becomes
+    the one given (which holds every row deleted so far: a later delete writes the union).
+    ``size``: bytes of the deletion-vector file ``vectors`` point into (written once)."""
+
+    segment_id: str
+    file: str
+    vectors: tuple[DeletionRef, ...]
+    size: int
+
+    @property
+    def dv_file(self) -> str:
+        return self.vectors[0].path
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentStatusChanged:
     segment_id: str
     status: SegmentStatus
@@ -167,6 +205,7 @@ Action = (
     | BlockletsAppended
     | SegmentStatusChanged
     | FilesRemoved
+    | RowsDeleted
     | TxnMarker
     | CommitInfo
 )

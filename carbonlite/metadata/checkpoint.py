@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import immutables
+
 from carbonlite.errors import CorruptDataError
 from carbonlite.format.layout import crc32c
 from carbonlite.metadata.actions import LOG_FORMAT_VERSION, SEALED_FORMAT_VERSION, BlockletEntry
@@ -21,6 +23,8 @@ from carbonlite.metadata.manifest import ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.pmap import OrderedMap
 from carbonlite.metadata.seal import SealMismatchError, seal, unseal
 from carbonlite.metadata.serde import (
+    deletion_ref_from_json,
+    deletion_ref_to_json,
     dumps,
     metadata_from_json,
     metadata_to_json,
@@ -28,7 +32,7 @@ from carbonlite.metadata.serde import (
     stats_to_json,
 )
 from carbonlite.metadata.snapshot import FileState, SegmentState, Snapshot
-from carbonlite.names import check_checkpoint_names, check_log_name
+from carbonlite.names import check_checkpoint_names, check_log_name, check_log_path
 
 __all__ = [
     "MANIFEST_FORMAT_VERSION",
@@ -59,7 +63,7 @@ def _segment_to_json(seg: SegmentState, files: list[dict[str, Any]]) -> dict[str
 
 
 def _file_to_json(f: FileState) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "path": f.path,
         "committed_length": f.committed_length,
         "created_version": f.created_version,
@@ -67,6 +71,31 @@ def _file_to_json(f: FileState) -> dict[str, Any]:
         "rows": f.num_rows,
         "blocklets": f.num_blocklets,
         "bytes": f.blocklet_bytes,
+    }
+    if f.dv_files:  # format 4: only files that had rows deleted carry these
+        out["deletion_version"] = f.deletion_version
+        out["deletions"] = [deletion_ref_to_json(ref) for _, ref in f.deletion_items()]
+        out["dv_files"] = dict(sorted(f.dv_files.items()))
+    return out
+
+
+def _deletion_state(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The deletion fields of a file's checkpoint entry, as ``FileState`` takes them."""
+    if "dv_files" not in obj:
+        return {}
+    refs = [deletion_ref_from_json(r) for r in obj["deletions"]]
+    dv_files = {str(p): int(n) for p, n in obj["dv_files"].items()}
+    for path in dv_files:
+        check_log_path(path, what="deletion-vector file", where=where)
+    if any(r.path not in dv_files for r in refs):
+        raise CorruptDataError(
+            f"a deletion vector of {obj['path']!r} lies in a file the checkpoint does not list",
+            path=where,
+        )
+    return {
+        "deletions": immutables.Map({r.blocklet: r for r in refs}),
+        "deletion_version": int(obj["deletion_version"]),
+        "dv_files": immutables.Map(dv_files),
     }
 
 
@@ -213,6 +242,7 @@ def decode_checkpoint(
                         segment_id=sid,
                         source=manifests,
                         counts=(f["rows"], f["blocklets"], int(f.get("bytes", 0))),
+                        **_deletion_state(f, where),
                     ),
                 )
                 for f in s["files"]

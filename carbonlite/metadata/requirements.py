@@ -20,12 +20,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from carbonlite.errors import CommitConflictError
+from carbonlite.errors import CommitConflictError, RowsChangedError
 from carbonlite.metadata.actions import TableMetadata
 from carbonlite.metadata.snapshot import Snapshot
 
 __all__ = [
     "DataUnchangedSince",
+    "DeletionsAsRead",
     "FileAppendable",
     "MetadataUnchanged",
     "Requirement",
@@ -163,15 +164,14 @@ class SegmentAsPlanned:
     status: str
     files: Mapping[str, int] = field(default_factory=dict)
     operation: str = "compaction"
+    deletions: Mapping[str, int] = field(default_factory=dict)
+    """``deletion_version`` of each file with deleted rows: a delete committed since would be
+    lost by a compaction that read the rows before it (it must run again)."""
 
     def check(self, snapshot: Snapshot, read_version: int) -> None:
         seg = snapshot.segments.get(self.segment_id)
-        now = (
-            None
-            if seg is None
-            else (seg.status, {p: f.committed_length for p, f in seg.files.items()})
-        )
-        if now != (self.status, dict(self.files)):
+        lengths = None if seg is None else {p: f.committed_length for p, f in seg.files.items()}
+        if seg is None or (seg.status, lengths) != (self.status, dict(self.files)):
             raise _conflict(
                 f"{self.operation} of {snapshot.table_path!r} planned at version "
                 f"{read_version} lost its input: segment {self.segment_id!r} changed "
@@ -179,6 +179,45 @@ class SegmentAsPlanned:
                 "nothing was committed, run it again",
                 snapshot,
                 read_version,
+            )
+        deletions = {p: f.deletion_version for p, f in seg.files.items() if f.deletion_version}
+        if deletions != dict(self.deletions):
+            raise RowsChangedError(
+                f"{self.operation} of {snapshot.table_path!r} planned at version "
+                f"{read_version} read segment {self.segment_id!r} before rows of it were "
+                f"deleted (by version {snapshot.version}); nothing was committed: it must read "
+                "them again",
+                read_version=read_version,
+                conflicting_version=snapshot.version,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionsAsRead:
+    """The rows a row-level change read are still there as it read them: each data file
+    ``(segment id, path)`` is still live and no delete touched it since (its
+    ``deletion_version`` is the one read). Appends and other files do not matter, so a
+    delete never conflicts with a streaming append; it does with a delete of the same file
+    and with a handoff or compaction that moved its rows (then it reads again)."""
+
+    files: Mapping[tuple[str, str], int]
+    operation: str = "delete"
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        for (sid, path), deletion_version in self.files.items():
+            seg = snapshot.segments.get(sid)
+            f = seg.files.get(path) if seg is not None else None
+            if seg is None or not seg.is_live or f is None:
+                why = f"segment {sid!r} is now {seg.status if seg else 'gone'}"
+            elif f.deletion_version != deletion_version:
+                why = f"rows of {path!r} were deleted at version {f.deletion_version}"
+            else:
+                continue
+            raise RowsChangedError(
+                f"{self.operation} of {snapshot.table_path!r} read version {read_version}, but "
+                f"{why} (version {snapshot.version}); nothing was committed",
+                read_version=read_version,
+                conflicting_version=snapshot.version,
             )
 
 

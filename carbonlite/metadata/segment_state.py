@@ -11,10 +11,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import immutables
+
 from carbonlite.errors import CorruptDataError
 from carbonlite.metadata.actions import (
     LIVE_STATUSES,
     BlockletEntry,
+    DeletionRef,
     SegmentFormat,
     SegmentStatus,
 )
@@ -26,13 +29,23 @@ if TYPE_CHECKING:
 __all__ = ["FileState", "SegmentState"]
 
 
+_NO_DELETIONS: immutables.Map[int, DeletionRef] = immutables.Map()
+_NO_DV_FILES: immutables.Map[str, int] = immutables.Map()
+
+
 class FileState:
     """One data file of a segment, as committed. Immutable.
 
     Its blocklet entries up to the checkpoint the snapshot descends from live in that
     checkpoint's manifests (``source``); those committed since are kept here (``tail``), as a
     chain of the appends' entries so an append costs the size of the append only. Counts are
-    kept as numbers, so nothing needs the entries to count rows or blocklets."""
+    kept as numbers, so nothing needs the entries to count rows or blocklets.
+
+    Deleted rows: ``deletions`` maps a blocklet's offset to its deletion vector (every row of
+    it deleted so far), ``num_deleted`` counts them, ``deletion_version`` is the version of
+    the latest delete (0: none), and ``dv_files`` lists every deletion-vector file written for
+    this file with its size (superseded ones too: time travel reads them), so ``clean``
+    deletes them with the data file."""
 
     __slots__ = (
         "_chain",
@@ -41,8 +54,12 @@ class FileState:
         "blocklet_bytes",
         "committed_length",
         "created_version",
+        "deletion_version",
+        "deletions",
+        "dv_files",
         "modified_version",
         "num_blocklets",
+        "num_deleted",
         "num_rows",
         "path",
         "segment_id",
@@ -60,8 +77,15 @@ class FileState:
         segment_id: str = "",
         source: ManifestSet | None = None,
         counts: tuple[int, int, int] = (0, 0, 0),
+        deletions: immutables.Map[int, DeletionRef] = _NO_DELETIONS,
+        deletion_version: int = 0,
+        dv_files: immutables.Map[str, int] = _NO_DV_FILES,
     ) -> None:
         self.path = path
+        self.deletions = deletions
+        self.num_deleted = sum(ref.cardinality for ref in deletions.values())
+        self.deletion_version = deletion_version
+        self.dv_files = dv_files
         """Relative to the table root."""
         self.committed_length = committed_length
         self.created_version = created_version
@@ -126,6 +150,7 @@ class FileState:
                 self.num_blocklets + len(more),
                 self.blocklet_bytes + sum(b.length for b in more),
             ),
+            **self._deletion_state(),
         )
         out._chain = (self._chain, more) if more else self._chain
         out._tail = None if out._chain is not None else ()
@@ -142,7 +167,46 @@ class FileState:
             segment_id=self.segment_id,
             source=source,
             counts=(self.num_rows, self.num_blocklets, self.blocklet_bytes),
+            **self._deletion_state(),
         )
+
+    def _deletion_state(self) -> dict[str, Any]:
+        return {
+            "deletions": self.deletions,
+            "deletion_version": self.deletion_version,
+            "dv_files": self.dv_files,
+        }
+
+    def with_deletions(
+        self, vectors: Iterable[DeletionRef], dv_file: str, size: int, version: int
+    ) -> FileState:
+        """This file with the given blocklets' deletion vectors replaced (``version``: the
+        commit; ``dv_file``: the file of ``size`` bytes the vectors lie in)."""
+        out = FileState(
+            self.path,
+            self.committed_length,
+            (),
+            self.created_version,
+            self.modified_version,
+            segment_id=self.segment_id,
+            source=self.source,
+            counts=(self.num_rows, self.num_blocklets, self.blocklet_bytes),
+            deletions=self.deletions.update({ref.blocklet: ref for ref in vectors}),
+            deletion_version=version,
+            dv_files=self.dv_files.set(dv_file, size),
+        )
+        out._chain = self._chain
+        out._tail = self._tail
+        out._entries = self._entries
+        return out
+
+    @property
+    def live_rows(self) -> int:
+        return self.num_rows - self.num_deleted
+
+    def deletion_items(self) -> tuple[tuple[int, DeletionRef], ...]:
+        """(blocklet offset, deletion vector) of every blocklet with deleted rows."""
+        return tuple(sorted(self.deletions.items()))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FileState):
@@ -155,6 +219,9 @@ class FileState:
             and self.num_rows == other.num_rows
             and self.num_blocklets == other.num_blocklets
             and self.blocklets == other.blocklets
+            and self.deletions == other.deletions
+            and self.deletion_version == other.deletion_version
+            and self.dv_files == other.dv_files
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -162,7 +229,7 @@ class FileState:
     def __repr__(self) -> str:
         return (
             f"FileState(path={self.path!r}, committed_length={self.committed_length}, "
-            f"blocklets={self.num_blocklets}, rows={self.num_rows}, "
+            f"blocklets={self.num_blocklets}, rows={self.num_rows}, deleted={self.num_deleted}, "
             f"created_version={self.created_version}, modified_version={self.modified_version})"
         )
 
@@ -189,6 +256,8 @@ class SegmentState:
     num_bytes: int = -1
     """Committed bytes of its files."""
     num_blocklets: int = -1
+    num_deleted: int = -1
+    """Rows of its files deleted by deletion vectors (``num_rows`` counts them too)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.files, OrderedMap):
@@ -201,10 +270,17 @@ class SegmentState:
             object.__setattr__(
                 self, "num_blocklets", sum(f.num_blocklets for f in self.files.values())
             )
+        if self.num_deleted < 0:
+            object.__setattr__(self, "num_deleted", sum(f.num_deleted for f in self.files.values()))
 
     @property
     def is_live(self) -> bool:
         return self.status in LIVE_STATUSES
+
+    @property
+    def live_rows(self) -> int:
+        """Rows readers see: ``num_rows`` less the deleted ones."""
+        return self.num_rows - self.num_deleted
 
     def with_file(self, new: FileState) -> SegmentState:
         """This segment with ``new`` added or replacing the file of the same path."""
@@ -212,6 +288,7 @@ class SegmentState:
         d_rows = new.num_rows - (old.num_rows if old else 0)
         d_bytes = new.committed_length - (old.committed_length if old else 0)
         d_count = new.num_blocklets - (old.num_blocklets if old else 0)
+        d_deleted = new.num_deleted - (old.num_deleted if old else 0)
         assert isinstance(self.files, OrderedMap)
         return replace(
             self,
@@ -219,12 +296,14 @@ class SegmentState:
             num_rows=self.num_rows + d_rows,
             num_bytes=self.num_bytes + d_bytes,
             num_blocklets=self.num_blocklets + d_count,
+            num_deleted=self.num_deleted + d_deleted,
         )
 
     def without_files(self, paths: Iterable[str]) -> SegmentState:
         files = self.files
         assert isinstance(files, OrderedMap)
         rows, nbytes, count = self.num_rows, self.num_bytes, self.num_blocklets
+        deleted = self.num_deleted
         for p in paths:
             old = files.get(p)
             if old is None:
@@ -233,6 +312,7 @@ class SegmentState:
             rows -= old.num_rows
             nbytes -= old.committed_length
             count -= old.num_blocklets
+            deleted -= old.num_deleted
         return replace(
             self,
             files=files,
@@ -240,4 +320,5 @@ class SegmentState:
             num_rows=rows,
             num_bytes=nbytes,
             num_blocklets=count,
+            num_deleted=deleted,
         )

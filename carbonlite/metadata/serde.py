@@ -16,13 +16,16 @@ import pyarrow as pa
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
 from carbonlite.format.stats import ColumnStats, stat_from_json, stat_to_json
 from carbonlite.metadata.actions import (
+    DELETION_VECTOR_FORMAT_VERSION,
     LOG_FORMAT_VERSION,
     SEALED_FORMAT_VERSION,
     Action,
     BlockletEntry,
     BlockletsAppended,
     CommitInfo,
+    DeletionRef,
     FilesRemoved,
+    RowsDeleted,
     SegmentAdded,
     SegmentStatusChanged,
     TableMetadata,
@@ -34,6 +37,8 @@ from carbonlite.metadata.seal import SealMismatchError, seal, unseal
 __all__ = [
     "decode_actions",
     "decode_commit_info",
+    "deletion_ref_from_json",
+    "deletion_ref_to_json",
     "dumps",
     "encode_actions",
     "metadata_from_json",
@@ -48,10 +53,14 @@ _KEYS = {
     BlockletsAppended: "appendBlocklets",
     SegmentStatusChanged: "setSegmentStatus",
     FilesRemoved: "removeFiles",
+    RowsDeleted: "deleteRows",
     TxnMarker: "txn",
     CommitInfo: "commitInfo",
 }
 
+
+_SINCE_FORMAT = {"deleteRows": DELETION_VECTOR_FORMAT_VERSION}
+"""Actions that appeared after format 1: the first table format allowed to hold them."""
 
 _OPTIONAL_COMMIT_METRICS = ("files_added", "files_removed", "duration_ms", "writer_id")
 """Optional commitInfo keys: written only when known, None when absent (older writers).
@@ -121,6 +130,16 @@ def _types(schema: pa.Schema) -> dict[str, pa.DataType]:
     return {f.name: f.type for f in schema}
 
 
+def deletion_ref_to_json(ref: DeletionRef) -> list[Any]:
+    """A deletion-vector reference as a compact list (checkpoints hold many)."""
+    return [ref.blocklet, ref.path, ref.offset, ref.length, ref.cardinality]
+
+
+def deletion_ref_from_json(obj: Any) -> DeletionRef:
+    blocklet, path, offset, length, cardinality = obj
+    return DeletionRef(int(blocklet), str(path), int(offset), int(length), int(cardinality))
+
+
 # --- actions ---------------------------------------------------------------------------------
 
 
@@ -171,6 +190,13 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
             body["merged_into"] = action.merged_into
     elif isinstance(action, FilesRemoved):
         body = {"segment_id": action.segment_id, "files": list(action.files)}
+    elif isinstance(action, RowsDeleted):
+        body = {
+            "segment_id": action.segment_id,
+            "file": action.file,
+            "size": action.size,
+            "vectors": [deletion_ref_to_json(v) for v in action.vectors],
+        }
     elif isinstance(action, TxnMarker):
         body = {"app_id": action.app_id, "batch_id": action.batch_id}
     elif isinstance(action, CommitInfo):
@@ -239,6 +265,13 @@ def _action_from_json(
         )
     if key == "removeFiles":
         return FilesRemoved(segment_id=body["segment_id"], files=tuple(body["files"]))
+    if key == "deleteRows":
+        return RowsDeleted(
+            segment_id=body["segment_id"],
+            file=body["file"],
+            vectors=tuple(deletion_ref_from_json(v) for v in body["vectors"]),
+            size=int(body["size"]),
+        )
     if key == "txn":
         return TxnMarker(app_id=body["app_id"], batch_id=body["batch_id"])
     if key == "commitInfo":
@@ -311,7 +344,11 @@ def decode_actions(
             "a backup or copy of the table, nothing was read from it",
             path=where,
         )
-    unknown = sorted({key for key, _ in entries} - set(_KEYS.values()))
+    unknown = sorted(
+        key
+        for key in {key for key, _ in entries}
+        if key not in _KEYS.values() or _SINCE_FORMAT.get(key, 1) > format_version
+    )
     if unknown:
         raise CorruptDataError(
             f"log version holds actions {unknown} that log format version {format_version} does "

@@ -15,11 +15,13 @@ import pyarrow as pa
 
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
 from carbonlite.metadata.actions import (
+    DELETION_VECTOR_FORMAT_VERSION,
     LOG_FORMAT_VERSION,
     Action,
     BlockletsAppended,
     CommitInfo,
     FilesRemoved,
+    RowsDeleted,
     SegmentAdded,
     SegmentStatusChanged,
     TableMetadata,
@@ -131,7 +133,8 @@ class Snapshot:
 
     @property
     def num_rows(self) -> int:
-        return sum(s.num_rows for s in self.live_segments())
+        """Rows readers see (deleted rows not counted)."""
+        return sum(s.live_rows for s in self.live_segments())
 
     def next_segment_number(self) -> int:
         """One more than the largest integer segment id so far."""
@@ -303,6 +306,38 @@ def _remove_files(state: _Replay, action: FilesRemoved) -> None:
         state.segments = state.segments.delete(seg.segment_id)
 
 
+def _delete_rows(state: _Replay, action: RowsDeleted) -> None:
+    if state.metadata.format_version < DELETION_VECTOR_FORMAT_VERSION:
+        raise CorruptDataError(
+            f"{state.where} deletes rows of {action.file!r}, but the table's format "
+            f"{state.metadata.format_version} has no deletion vectors (4 and later)"
+        )
+    seg = _segment(state.segments, action.segment_id, state.version, state.table)
+    f = seg.files.get(action.file)
+    if f is None or not seg.is_live:
+        raise CorruptDataError(
+            f"{state.where} deletes rows of {action.file!r} of segment {seg.segment_id!r}, "
+            f"which readers do not see ({'no such file' if f is None else seg.status})"
+        )
+    check_log_path(action.dv_file, what="deletion-vector file", where=state.where)
+    for ref in action.vectors:
+        if (
+            ref.path != action.dv_file
+            or not 0 <= ref.blocklet < f.committed_length
+            or ref.offset < 0
+            or ref.offset + ref.length > action.size
+            or ref.cardinality <= 0
+        ):
+            raise CorruptDataError(
+                f"{state.where} lists a deletion vector of {action.file!r} (blocklet at "
+                f"{ref.blocklet}, {ref.length} bytes at {ref.offset} of {ref.path!r}) that does "
+                f"not fit the file ({f.committed_length} bytes) or its vector file "
+                f"({action.size} bytes)"
+            )
+    new = f.with_deletions(action.vectors, action.dv_file, action.size, state.version)
+    state.segments = state.segments.set(seg.segment_id, seg.with_file(new))
+
+
 def _txn(state: _Replay, action: TxnMarker) -> None:
     previous = state.txns.get(action.app_id)
     if previous is not None and action.batch_id <= previous:
@@ -336,6 +371,7 @@ _HANDLERS: dict[type, Callable[[_Replay, Any], None]] = {
     BlockletsAppended: _append_blocklets,
     SegmentStatusChanged: _set_status,
     FilesRemoved: _remove_files,
+    RowsDeleted: _delete_rows,
     TxnMarker: _txn,
     TableMetadata: _metadata,
     CommitInfo: _nothing,

@@ -1,20 +1,33 @@
-"""Change queries: the rows each commit in a range inserted or deleted.
+"""Change queries: the rows each commit in a range inserted, deleted or updated.
 
 Appended blocklets are inserts; segments an overwrite marked for delete are deletes (their
-rows as of the version before). Commits with ``data_change = false`` (handoff, compaction,
-clean) move rows without changing them and contribute nothing.
+rows as of the version before); rows a ``deleteRows`` action adds to a deletion vector are
+deletes. An UPDATE's deletes and inserts are its rows before and after
+(``update_preimage``, ``update_postimage``, Delta's names), and so are a MERGE's deletes and
+inserts of the same keys (the commit records its key columns). Commits with
+``data_change = false`` (handoff, compaction, clean) move rows without changing them and
+contribute nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from carbonlite.errors import VersionNotFoundError
-from carbonlite.metadata import BlockletsAppended, CommitInfo, Log, SegmentStatusChanged, Snapshot
-from carbonlite.reader.planner import Split
+from carbonlite.metadata import (
+    BlockletsAppended,
+    CommitInfo,
+    Log,
+    RowsDeleted,
+    SegmentStatusChanged,
+    Snapshot,
+)
+from carbonlite.reader.planner import Split, file_split
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.storage import Storage
 
@@ -39,12 +52,50 @@ def _changed_splits(before: Snapshot, actions: list[Any]) -> tuple[list[Split], 
         if isinstance(a, SegmentStatusChanged) and a.status == "MARKED_FOR_DELETE":
             seg = before.segments.get(a.segment_id)
             if seg is not None and seg.is_live:
-                deleted.extend(
-                    Split(seg.segment_id, f.path, f.committed_length, f.blocklets)
-                    for f in seg.files.values()
-                    if f.blocklets
-                )
+                deleted.extend(file_split(seg, f) for f in seg.files.values() if f.blocklets)
     return inserted, deleted
+
+
+def _deleted_rows(
+    reader: SplitReader, before: Snapshot, action: RowsDeleted, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The rows ``action`` deleted: in each vector, the positions the one before lacked."""
+    f = before.segments[action.segment_id].files[action.file]
+    entries = {b.offset: b for b in f.blocklets}
+    for ref in action.vectors:
+        entry = entries[ref.blocklet]
+        raw = Split(action.segment_id, action.file, f.committed_length, (entry,))
+        new = reader.deletion_vector(ref, entry.num_rows).positions
+        old = f.deletions.get(ref.blocklet)
+        if old is not None:
+            new = np.setdiff1d(new, reader.deletion_vector(old, entry.num_rows).positions)
+        if len(new):
+            yield reader.read_blocklet(raw, entry, schema, None).take(pa.array(new))
+
+
+def _kinds(
+    deleted: pa.Table, inserted: pa.Table, info: CommitInfo
+) -> tuple[Sequence[str] | pa.Array, Sequence[str] | pa.Array]:
+    """The change type of each deleted and each inserted row of one commit."""
+    if info.operation == "UPDATE":
+        return ["update_preimage"] * deleted.num_rows, ["update_postimage"] * inserted.num_rows
+    on = [k for k in info.parameters.get("on", "").split(",") if k]
+    if not on or not deleted.num_rows or not inserted.num_rows:
+        return ["delete"] * deleted.num_rows, ["insert"] * inserted.num_rows
+    return (
+        _paired(deleted, inserted, on, "update_preimage", "delete"),
+        _paired(inserted, deleted, on, "update_postimage", "insert"),
+    )
+
+
+def _paired(rows: pa.Table, others: pa.Table, on: list[str], both: str, alone: str) -> pa.Array:
+    """``both`` for each row of ``rows`` whose keys ``others`` holds too, else ``alone``."""
+    index = "_carbonlite_change_row"
+    keyed = rows.select(on).append_column(index, pa.array(np.arange(rows.num_rows)))
+    hits = keyed.join(others.select(on), keys=on, join_type="left semi").column(index)
+    mask = np.zeros(rows.num_rows, dtype=bool)
+    mask[hits.to_numpy()] = True
+    return pc.if_else(pa.array(mask), both, alone)
 
 
 def read_changes(
@@ -80,18 +131,27 @@ def read_changes(
             )
             info = next((a for a in actions if isinstance(a, CommitInfo)), None)
             if snapshot is not None and info is not None and info.data_change:
-                inserted, deleted = _changed_splits(snapshot, actions)
-                for kind, splits in (("delete", deleted), ("insert", inserted)):
-                    for batch in read_splits(reader, splits, schema, None):
-                        n = batch.num_rows
-                        extra = [
-                            pa.array([kind] * n, pa.string()),
-                            pa.array([version] * n, pa.int64()),
-                            pa.array([info.timestamp] * n, pa.int64()).cast(CHANGE_COLUMNS[2].type),
-                        ]
-                        yield pa.RecordBatch.from_arrays(
-                            [*batch.columns, *extra], schema=out_schema
-                        )
+                inserted_splits, deleted_splits = _changed_splits(snapshot, actions)
+                deleted_batches = list(read_splits(reader, deleted_splits, schema, None))
+                for a in actions:
+                    if isinstance(a, RowsDeleted):
+                        deleted_batches.extend(_deleted_rows(reader, snapshot, a, schema))
+                deleted = pa.Table.from_batches(deleted_batches, schema=schema)
+                inserted = pa.Table.from_batches(
+                    list(read_splits(reader, inserted_splits, schema, None)), schema=schema
+                )
+                kinds = _kinds(deleted, inserted, info)
+                for rows, kind in zip((deleted, inserted), kinds, strict=True):
+                    n = rows.num_rows
+                    if not n:
+                        continue
+                    extra = [
+                        pa.array(kind, pa.string()),
+                        pa.array([version] * n, pa.int64()),
+                        pa.array([info.timestamp] * n, pa.int64()).cast(CHANGE_COLUMNS[2].type),
+                    ]
+                    columns = [rows.column(i).combine_chunks() for i in range(rows.num_columns)]
+                    yield pa.RecordBatch.from_arrays([*columns, *extra], schema=out_schema)
             snapshot = after
 
     try:

@@ -14,14 +14,21 @@ import numpy as np
 import pyarrow as pa
 
 from carbonlite.errors import SchemaMismatchError
-from carbonlite.metadata import BlockletEntry, FileState, SegmentState, Snapshot
+from carbonlite.metadata import BlockletEntry, DeletionRef, FileState, SegmentState, Snapshot
 from carbonlite.metadata.blocklet_index import entries_table
 from carbonlite.metadata.manifest import ManifestSet
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.predicate import Predicate, can_match
 from carbonlite.reader.prune_columns import match_mask, one_chunk
 
-__all__ = ["DEFAULT_SPLIT_BYTES", "ScanPlan", "Split", "plan_scan", "project_schema"]
+__all__ = [
+    "DEFAULT_SPLIT_BYTES",
+    "ScanPlan",
+    "Split",
+    "file_split",
+    "plan_scan",
+    "project_schema",
+]
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 """A run of blocklets longer than this is cut into several splits (parallelism)."""
@@ -36,10 +43,25 @@ class Split:
     """Path relative to the table root."""
     committed_length: int
     blocklets: tuple[BlockletEntry, ...]
+    deletions: tuple[tuple[int, DeletionRef], ...] = ()
+    """(blocklet offset, deletion vector) of its blocklets with deleted rows: readers skip
+    those rows (empty: every row is live, as when a change feed reads rows as appended)."""
 
     @property
     def num_rows(self) -> int:
+        """Rows of its blocklets, deleted ones included."""
         return sum(b.num_rows for b in self.blocklets)
+
+    @property
+    def live_rows(self) -> int:
+        """Rows of its blocklets less the deleted ones."""
+        return self.num_rows - sum(ref.cardinality for _, ref in self.deletions)
+
+    def deletion_of(self, blocklet: BlockletEntry) -> DeletionRef | None:
+        for offset, ref in self.deletions:
+            if offset == blocklet.offset:
+                return ref
+        return None
 
     @property
     def num_bytes(self) -> int:
@@ -68,6 +90,11 @@ class ScanPlan:
     def num_rows(self) -> int:
         """Rows in the selected blocklets (before the exact filter)."""
         return sum(s.num_rows for s in self.splits)
+
+
+def file_split(seg: SegmentState, f: FileState) -> Split:
+    """Every committed blocklet of ``f``, with its deletion vectors."""
+    return Split(seg.segment_id, f.path, f.committed_length, f.blocklets, f.deletion_items())
 
 
 def project_schema(schema: pa.Schema, columns: Sequence[str] | None, *, where: str) -> pa.Schema:
@@ -197,20 +224,33 @@ def _splits(
     by_number = {n: (seg, f) for n, seg, f in live.values()}
     splits: list[Split] = []
     run: list[BlockletEntry] = []
+    run_deletions: list[tuple[int, DeletionRef]] = []
     run_bytes = 0
     previous_file = previous_end = -1
+
+    def close_run() -> None:
+        seg, f = by_number[previous_file]
+        splits.append(
+            Split(seg.segment_id, f.path, f.committed_length, tuple(run), tuple(run_deletions))
+        )
+
     for i in order.tolist():
-        file, offset, length = int(files[i]), int(offsets[i]), int(lengths[i])
+        file, offset, length, rows = int(files[i]), int(offsets[i]), int(lengths[i]), int(counts[i])
+        deletion = (
+            by_number[file][1].deletions.get(offset) if by_number[file][1].deletions else None
+        )
+        if deletion is not None and deletion.cardinality >= rows:
+            continue  # every row of it deleted: the blocklet is gone for readers
         if run and (
             file != previous_file or offset != previous_end or run_bytes + length > split_bytes
         ):
-            seg, f = by_number[previous_file]
-            splits.append(Split(seg.segment_id, f.path, f.committed_length, tuple(run)))
-            run, run_bytes = [], 0
-        run.append(BlockletEntry(offset, length, int(counts[i])))
+            close_run()
+            run, run_deletions, run_bytes = [], [], 0
+        run.append(BlockletEntry(offset, length, rows))
+        if deletion is not None:
+            run_deletions.append((offset, deletion))
         run_bytes += length
         previous_file, previous_end = file, offset + length
     if run:
-        seg, f = by_number[previous_file]
-        splits.append(Split(seg.segment_id, f.path, f.committed_length, tuple(run)))
+        close_run()
     return splits

@@ -10,17 +10,29 @@ import threading
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from carbonlite.errors import DataUnavailableError
+from carbonlite.errors import CorruptDataError, DataUnavailableError
 from carbonlite.format import BlockletFileReader, BlockletMeta
+from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
-from carbonlite.metadata import BlockletEntry
+from carbonlite.metadata import BlockletEntry, DeletionRef
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import ScanPlan, Split
 from carbonlite.storage import Storage
 
-__all__ = ["SplitReader", "TableScan", "plan_batches", "read_splits", "scan_plan"]
+__all__ = [
+    "ROW_POSITION",
+    "SplitReader",
+    "TableScan",
+    "plan_batches",
+    "read_splits",
+    "scan_plan",
+]
+
+ROW_POSITION = "_carbonlite_row"
+"""The column ``read_blocklet(..., positions=True)`` adds: each row's position in its blocklet."""
 
 
 class SplitReader:
@@ -42,6 +54,29 @@ class SplitReader:
         self.version = version
         self._readers: dict[tuple[str, int], BlockletFileReader] = {}
         self._lock = threading.Lock()
+
+    def deletion_vector(self, ref: DeletionRef, rows: int) -> DeletionVector:
+        """The deletion vector ``ref`` points to (of a blocklet of ``rows`` rows), checked."""
+        path = self.storage.join(self.root, ref.path)
+        where = f"deletion vector at {ref.offset} of {ref.path!r}"
+        try:
+            data = self.storage.read(path, ref.offset, ref.offset + ref.length)
+        except FileNotFoundError:
+            raise DataUnavailableError(
+                f"deletion-vector file {ref.path!r} is gone from storage (removed by clean, or "
+                "deleted by hand)"
+            ) from None
+        try:
+            vector = DeletionVector.decode(data)
+        except ValueError as exc:
+            raise CorruptDataError(f"{where} is damaged: {exc}", path=ref.path) from None
+        if vector.row_count != rows or vector.cardinality != ref.cardinality:
+            raise CorruptDataError(
+                f"{where} covers {vector.row_count} rows and deletes {vector.cardinality}; the "
+                f"log says its blocklet has {rows} rows and {ref.cardinality} deleted",
+                path=ref.path,
+            )
+        return vector
 
     def _reader(self, split: Split) -> BlockletFileReader:
         key = (split.file, split.committed_length)  # a change feed reads one file at many lengths
@@ -68,7 +103,12 @@ class SplitReader:
         blocklet: BlockletEntry,
         output: pa.Schema,
         filter: Filter | None,
+        *,
+        positions: bool = False,
     ) -> pa.RecordBatch:
+        """The live rows of ``blocklet`` (deleted ones skipped) that ``filter`` keeps, in
+        ``output``'s columns; with ``positions``, plus a last column :data:`ROW_POSITION`
+        (uint32) giving each row's position in the blocklet."""
         reader = self._reader(split)
         needed = [
             f
@@ -78,16 +118,25 @@ class SplitReader:
         present = [f.name for f in needed if f.name in reader.schema.names]
         meta = BlockletMeta(blocklet.offset, blocklet.length, blocklet.num_rows)
         batch = reader.read_blocklet(meta, present)
-        if needed:
-            arrays = [
-                batch.column(f.name) if f.name in present else pa.nulls(blocklet.num_rows, f.type)
-                for f in needed
-            ]
-            batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(needed))
-            if filter is not None:
-                batch = filter.apply(batch)
-            if [f.name for f in needed] != output.names:
-                batch = batch.select(output.names) if output.names else _rows_only(batch.num_rows)
+        ref = split.deletion_of(blocklet) if split.deletions else None
+        if not needed and not positions:
+            return batch if ref is None else _rows_only(blocklet.num_rows - ref.cardinality)
+        arrays = [
+            batch.column(f.name) if f.name in present else pa.nulls(blocklet.num_rows, f.type)
+            for f in needed
+        ]
+        names = [f.name for f in needed]
+        if positions:
+            arrays.append(pa.array(np.arange(blocklet.num_rows, dtype=np.uint32)))
+            needed.append(pa.field(ROW_POSITION, pa.uint32(), nullable=False))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(needed))
+        if ref is not None:
+            batch = batch.filter(self.deletion_vector(ref, blocklet.num_rows).keep_mask())
+        if filter is not None:
+            batch = filter.apply(batch)
+        wanted = [*output.names, ROW_POSITION] if positions else output.names
+        if names + ([ROW_POSITION] if positions else []) != wanted:
+            batch = batch.select(wanted) if wanted else _rows_only(batch.num_rows)
         return batch
 
     def close(self) -> None:

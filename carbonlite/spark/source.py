@@ -44,7 +44,13 @@ from carbonlite.errors import (
     SchemaMismatchError,
     VersionNotFoundError,
 )
-from carbonlite.metadata import BlockletsAppended, CommitInfo, SegmentStatusChanged, Snapshot
+from carbonlite.metadata import (
+    BlockletsAppended,
+    CommitInfo,
+    RowsDeleted,
+    SegmentStatusChanged,
+    Snapshot,
+)
 from carbonlite.metadata.timeline import earliest_version, first_version_at_or_after
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan
@@ -400,13 +406,15 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if info is None or not info.data_change:
             return []
         if any(
-            isinstance(a, SegmentStatusChanged) and a.status == "MARKED_FOR_DELETE" for a in actions
+            isinstance(a, RowsDeleted)
+            or (isinstance(a, SegmentStatusChanged) and a.status == "MARKED_FOR_DELETE")
+            for a in actions
         ):
             if self.skip_change_commits:
                 return []
             raise CarbonLiteError(
-                f"version {version} of {self.uri!r} ({info.operation}) removed rows, which a stream "
-                "cannot deliver as appends; set option skipChangeCommits=true to skip such commits "
+                f"version {version} of {self.uri!r} ({info.operation}) removed or updated rows, "
+                "which a stream cannot deliver as appends; set option skipChangeCommits=true to skip such commits "
                 "(their new rows are skipped too), or restart the stream from a later version"
             )
         return [

@@ -23,14 +23,17 @@ from carbonlite._version import ENGINE
 from carbonlite.errors import CommitConflictError
 from carbonlite.format import BlockletFileReader
 from carbonlite.metadata import (
+    DELETION_VECTOR_FORMAT_VERSION,
     Action,
     BlockletsAppended,
     CommitInfo,
     DataUnchangedSince,
+    DeletionsAsRead,
     FileAppendable,
     Log,
     MetadataUnchanged,
     Requirement,
+    RowsDeleted,
     SegmentAdded,
     SegmentNotWritableError,
     SegmentStatusChanged,
@@ -56,6 +59,7 @@ from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 __all__ = [
     "AppendCommit",
     "CommitResult",
+    "RowChanges",
     "TableWriter",
     "elapsed_ms",
     "lock_path",
@@ -109,6 +113,18 @@ class CommitResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RowChanges:
+    """The deleting half of a row-level change, committed with the rows it writes."""
+
+    deletions: tuple[RowsDeleted, ...] = ()
+    """Deletion vectors already written (``writer/row_changes.py``)."""
+    deletions_read: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """``deletion_version`` of each (segment, file) the deletions were computed from."""
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    """What the commit info records of the operation (filter, keys, counts)."""
+
+
+@dataclass(frozen=True, slots=True)
 class AppendCommit:
     """A pending data commit: appends, optional overwrite, optional transaction marker."""
 
@@ -124,15 +140,22 @@ class AppendCommit:
     """When the write began (its commit records the duration; None: not recorded)."""
     writer_id: str | None = None
     """The writer committing it (set by :meth:`TableWriter.commit`)."""
+    deletions: tuple[RowsDeleted, ...] = ()
+    """Rows it deletes (a delete, update or merge), by deletion vectors already written."""
+    deletions_read: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """``deletion_version`` of every (segment, file) whose rows it read to find them."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
         """Its batch is not in the table yet; an overwrite saw every row it replaces; each
         file still takes appends where this commit's blocklets start; a schema it merges
-        was not changed by anyone else meanwhile."""
+        was not changed by anyone else meanwhile; the rows it deletes are still as it read
+        them."""
         requirements: list[Requirement] = []
         if self.metadata is not None:
             requirements.append(MetadataUnchanged(self.metadata[0]))
+        if self.deletions_read:
+            requirements.append(DeletionsAsRead(self.deletions_read, self.operation.lower()))
         if self.txn is not None:
             requirements.append(TxnNotCommitted(self.txn.app_id, self.txn.batch_id))
         if self.overwrite:
@@ -164,6 +187,12 @@ class AppendCommit:
                     rows_removed += seg.num_rows
                     bytes_removed += seg.num_bytes
                     files_removed += len(seg.files)
+        for d in self.deletions:
+            before = snapshot.segments[d.segment_id].files[d.file].deletions
+            for ref in d.vectors:
+                old = before.get(ref.blocklet)
+                rows_removed += ref.cardinality - (old.cardinality if old is not None else 0)
+        actions.extend(self.deletions)
         actions.extend(self.appends)
         limit = TableProperties(snapshot.properties).streaming_segment_max_bytes
         for sid in sorted({a.segment_id for a in self.appends}):
@@ -301,10 +330,12 @@ class TableWriter:
         overwrite: bool = False,
         operation: str | None = None,
         merge_schema: bool = False,
+        changes: RowChanges | None = None,
     ) -> tuple[CommitResult, Snapshot]:
         """Write ``data`` and commit it as one version; returns the result and new snapshot.
         With ``merge_schema``, columns of ``data`` the table lacks are added in the same
-        version."""
+        version; with ``changes``, rows are deleted in the same version (a delete, update or
+        merge: ``data`` is what it writes in their place)."""
         started = now_ms()
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
         with self.owned():
@@ -325,6 +356,7 @@ class TableWriter:
                     operation=operation,
                     merge_schema=merge_schema,
                     started_ms=started,
+                    changes=changes or RowChanges(),
                 )
 
     def _write_and_commit(
@@ -339,6 +371,7 @@ class TableWriter:
         operation: str,
         merge_schema: bool,
         started_ms: int,
+        changes: RowChanges,
     ) -> tuple[CommitResult, Snapshot]:
         props = TableProperties(snapshot.properties)
         schema = snapshot.schema
@@ -368,15 +401,30 @@ class TableWriter:
             max_rows=props.blocklet_max_rows,
             max_bytes=props.blocklet_max_bytes,
         )
-        if appended is None and not overwrite and txn is None and metadata is None:
+        if changes.deletions and snapshot.metadata.format_version < DELETION_VECTOR_FORMAT_VERSION:
+            # deletion vectors came with format 4: raise the table's format in the same version
+            current = snapshot.metadata if metadata is None else metadata[1]
+            metadata = (
+                snapshot.metadata,
+                replace(current, format_version=DELETION_VECTOR_FORMAT_VERSION),
+            )
+        if (
+            appended is None
+            and not overwrite
+            and txn is None
+            and metadata is None
+            and not changes.deletions
+        ):
             return CommitResult(None, operation), snapshot
         self._file_schemas.setdefault(file, schema)
         parameters = {"mode": "overwrite" if overwrite else "append", "writer_id": self.writer_id}
         if txn is not None:
             parameters.update(app_id=txn.app_id, batch_id=str(txn.batch_id))
-        if metadata is not None:
+        if metadata is not None and merge_schema:
             added = metadata[1].schema.names[len(metadata[0].schema) :]
-            parameters.update(schema_mode="merge", new_columns=",".join(added))
+            if added:
+                parameters.update(schema_mode="merge", new_columns=",".join(added))
+        parameters.update(changes.parameters)
         pending = AppendCommit(
             appends=(appended,) if appended is not None else (),
             new_segments=frozenset({segment_id})
@@ -388,6 +436,8 @@ class TableWriter:
             parameters=parameters,
             metadata=metadata,
             started_ms=started_ms,
+            deletions=changes.deletions,
+            deletions_read=changes.deletions_read,
         )
         if lease is not None:
             lease.check()

@@ -9,8 +9,9 @@ Run once per format version, from the repository root, and check the output in::
 Every later CarbonLite version must read every golden table exactly as its expectations say
 (``tests/test_golden.py``). The table is tiny, deterministic in content, and covers: appends
 of a table and of an iterable of batches, a transaction marker, ``add_columns``, an overwrite,
-an append leaving out nullable columns, a transaction-only commit, and checkpoints (every 4
-versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
+an append leaving out nullable columns, a transaction-only commit, row-level deletes, an
+update and a merge (format 4: deletion vectors, some of them in a checkpoint), and
+checkpoints (every 4 versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def rows_for(ids: range, *, extra: bool = False) -> pa.Table:
 
 
 def build(path: Path) -> None:
-    """The golden table's history, one commit per step (versions 0..9)."""
+    """The golden table's history, one commit per step (versions 0..13)."""
     import carbonlite as cl
 
     t = cl.create_table(
@@ -102,6 +103,13 @@ def build(path: Path) -> None:
     t.append(rows_for(range(104, 106)))  # 7: note and score left out
     t.append(rows_for(range(0, 0), extra=True), txn=(APP, 2))  # 8: batch id only; checkpoint
     t.append(rows_for(range(106, 109), extra=True))  # 9
+    import pyarrow.compute as pc
+
+    t.delete(pc.field("id").isin([101, 105]))  # 10: deletion vectors in two segments
+    t.update(pc.field("id") == 102, {"name": "updated", "score": pc.field("score") + 1})  # 11
+    source = rows_for(range(103, 104), extra=True).set_column(1, "name", pa.array(["merged"]))
+    t.merge(source.append_column("x", pa.array([0])).drop_columns(["x"]), on=["id"])  # 12
+    t.delete(pc.field("id") == 107)  # 13: after the checkpoint of 12
 
 
 def jsonable(value: Any) -> Any:

@@ -261,9 +261,9 @@ def test_an_unknown_action_in_a_table_of_this_format_is_damage(table_path: Path)
     body = unseal(path.read_bytes().rstrip(b"\n"), 2)
     assert body is not None
     lines = body.split(b"\n")
-    forged = b"\n".join([*lines[:-1], b'{"deleteRows":{"segment_id":"1"}}', lines[-1]])
+    forged = b"\n".join([*lines[:-1], b'{"futureAction":{"segment_id":"1"}}', lines[-1]])
     path.write_bytes(seal(forged, 2) + b"\n")
-    with pytest.raises(cl.CorruptDataError, match="deleteRows") as info:
+    with pytest.raises(cl.CorruptDataError, match="futureAction") as info:
         cl.open_table(table_path)
     assert not isinstance(info.value, cl.UnsupportedFormatError)
     assert path.name in str(info.value)

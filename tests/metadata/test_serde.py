@@ -19,6 +19,8 @@ from carbonlite.metadata import (
     BlockletEntry,
     BlockletsAppended,
     CommitInfo,
+    DeletionRef,
+    RowsDeleted,
     SegmentAdded,
     Snapshot,
     TableMetadata,
@@ -363,15 +365,33 @@ def _sealed(lines: list[bytes]) -> bytes:
 
 
 def test_unknown_action_is_damage_in_a_table_of_this_format() -> None:
-    data = _sealed([b'{"deleteRows":{"segment_id":"0","predicate":"a > 1"}}', INFO_LINE])
-    with pytest.raises(CorruptDataError, match="deleteRows") as info:
+    data = _sealed([b'{"futureAction":{"segment_id":"0","predicate":"a > 1"}}', INFO_LINE])
+    with pytest.raises(CorruptDataError, match="futureAction") as info:
         decode_actions(data, SCHEMA, where=WHERE, format_version=LOG_FORMAT_VERSION)
     assert not isinstance(info.value, UnsupportedFormatError)
     assert WHERE in str(info.value)
 
 
+def test_delete_rows_is_damage_in_a_table_of_format_3() -> None:
+    """Deletion vectors came with format 4: a format 3 table holding one is damaged."""
+    line = (
+        b'{"deleteRows":{"segment_id":"0","file":"segments/0/w-0.cblt","size":40,'
+        b'"vectors":[[8,"segments/0/w-0.cblt.ab.dv",0,40,1]]}}'
+    )
+    with pytest.raises(CorruptDataError, match="deleteRows") as info:
+        decode_actions(_sealed([line, INFO_LINE]), SCHEMA, where=WHERE, format_version=3)
+    assert not isinstance(info.value, UnsupportedFormatError)
+    actions = decode_actions(_sealed([line, INFO_LINE]), SCHEMA, where=WHERE, format_version=4)
+    assert actions[0] == RowsDeleted(
+        "0",
+        "segments/0/w-0.cblt",
+        (DeletionRef(8, "segments/0/w-0.cblt.ab.dv", 0, 40, 1),),
+        40,
+    )
+
+
 def test_a_table_of_a_newer_format_is_unsupported_not_damaged() -> None:
-    data = _sealed([b'{"deleteRows":{"segment_id":"0","predicate":"a > 1"}}', INFO_LINE])
+    data = _sealed([b'{"futureAction":{"segment_id":"0","predicate":"a > 1"}}', INFO_LINE])
     with pytest.raises(UnsupportedFormatError, match="upgrade") as info:
         decode_actions(data, SCHEMA, where=WHERE, format_version=LOG_FORMAT_VERSION + 1)
     assert WHERE in str(info.value)

@@ -1,0 +1,321 @@
+"""Delete, update and merge as plans: which rows go, which rows are written in their place.
+
+Each ``plan_*`` reads one snapshot (``row_changes.select_rows``) and returns a
+:class:`RowChangePlan`: the :class:`Selection` of rows to delete and the table of rows to
+write. ``Table`` writes the deletion vectors and commits both in one version, and plans again
+on the newest snapshot when a concurrent commit changed the rows it read
+(:class:`RowsChangedError`). Updates are merge-on-read: an updated row is the old row
+deleted plus the new row appended, in the same commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from carbonlite.errors import DuplicateKeyError, InvalidOptionError, SchemaMismatchError
+from carbonlite.metadata import BlockletEntry, Snapshot
+from carbonlite.reader.expression import Filter, parse_filter
+from carbonlite.reader.planner import Split, plan_scan
+from carbonlite.reader.scan import ROW_POSITION, SplitReader
+from carbonlite.writer.batches import TableData, conformed_batches, iter_record_batches
+from carbonlite.writer.row_changes import Selection, read_positions, select_rows
+
+__all__ = [
+    "MatchedAction",
+    "MergeResult",
+    "NotMatchedAction",
+    "NotMatchedBySourceAction",
+    "RowChangePlan",
+    "plan_delete",
+    "plan_merge",
+    "plan_update",
+]
+
+MatchedAction = Literal["update", "delete", "ignore"]
+NotMatchedAction = Literal["insert", "ignore"]
+NotMatchedBySourceAction = Literal["delete", "ignore"]
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    """What a merge did."""
+
+    version: int | None
+    """The committed version; None when nothing changed."""
+    rows_updated: int = 0
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+
+
+@dataclass(frozen=True)
+class RowChangePlan:
+    """Rows to delete and rows to write in their place, planned on ``selection.snapshot``."""
+
+    selection: Selection
+    data: pa.Table
+    parameters: Mapping[str, str]
+    rows_updated: int = 0
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.selection.blocklets) or self.data.num_rows > 0
+
+
+def plan_delete(reader: SplitReader, snapshot: Snapshot, filter: Filter | None) -> RowChangePlan:
+    """Every live row ``filter`` keeps (every live row when None) deleted."""
+    selection, _ = select_rows(reader, snapshot, filter, [])
+    parameters = {"predicate": str(filter.expression) if filter is not None else "true"}
+    return RowChangePlan(
+        selection,
+        snapshot.schema.empty_table(),
+        parameters,
+        rows_deleted=selection.num_rows,
+    )
+
+
+def _assignments(
+    schema: pa.Schema, assignments: Mapping[str, Any], where: str
+) -> dict[str, pc.Expression]:
+    if not isinstance(assignments, Mapping) or not assignments:
+        raise InvalidOptionError(
+            "set must map column names to new values (scalars or pyarrow.compute expressions), "
+            f"such as {{'price': 0}} or {{'price': pc.field('price') * 2}}, not {assignments!r}"
+        )
+    unknown = [name for name in assignments if name not in schema.names]
+    if unknown:
+        raise SchemaMismatchError(
+            f"update of {where} sets columns {unknown} the table does not have",
+            [f"its columns are {schema.names}"],
+        )
+    out = {}
+    for f in schema:
+        if f.name not in assignments:
+            out[f.name] = pc.field(f.name)
+            continue
+        value = assignments[f.name]
+        expression = value if isinstance(value, pc.Expression) else pc.scalar(value)
+        out[f.name] = expression.cast(f.type)
+    return out
+
+
+def plan_update(
+    reader: SplitReader,
+    snapshot: Snapshot,
+    filter: Filter | None,
+    assignments: Mapping[str, Any],
+    where: str,
+) -> RowChangePlan:
+    """Every live row ``filter`` keeps, deleted and written again with ``assignments``
+    applied (expressions see the old values of the row)."""
+    import pyarrow.dataset as ds  # evaluates the expressions; imports pandas, so only here
+
+    projection = _assignments(snapshot.schema, assignments, where)
+    selection, batches = select_rows(reader, snapshot, filter, None)
+    old = pa.Table.from_batches(batches, schema=snapshot.schema)
+    try:
+        new = ds.dataset(old).to_table(columns=projection)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise InvalidOptionError(
+            f"update of {where} cannot compute the new values {dict(assignments)!r}: "
+            f"{str(exc).splitlines()[0]}"
+        ) from None
+    parameters = {
+        "predicate": str(filter.expression) if filter is not None else "true",
+        "set": ",".join(sorted(assignments)),
+    }
+    return RowChangePlan(selection, new, parameters, rows_updated=old.num_rows)
+
+
+# --- merge -------------------------------------------------------------------------------------
+
+_SOURCE_ROW = "_carbonlite_source_row"
+_TARGET_ROW = "_carbonlite_target_row"
+
+
+def _source_table(source: TableData, schema: pa.Schema, on: Sequence[str], where: str) -> pa.Table:
+    batches = list(iter_record_batches(source))
+    if not batches:
+        raise InvalidOptionError(
+            f"merge into {where}: the source holds no batches (not even an empty one)"
+        )
+    names = batches[0].schema.names
+    unknown = [n for n in names if n not in schema.names]
+    if unknown:
+        raise SchemaMismatchError(
+            f"merge source has columns {unknown} that {where} does not have",
+            [f"its columns are {schema.names}"],
+        )
+    missing = [k for k in on if k not in names]
+    if missing:
+        raise SchemaMismatchError(f"merge source lacks the key columns {missing}")
+    subset = pa.schema([schema.field(n) for n in names])
+    conformed = list(conformed_batches(batches, subset, where=where))
+    return pa.Table.from_batches(conformed, schema=subset)
+
+
+def _key_range_filter(
+    source: pa.Table, on: Sequence[str], schema: pa.Schema, where: str
+) -> Filter | None:
+    """A filter that keeps every target row whose keys lie within the source's key range
+    (what min/max pruning can use); None when some key column has no non-null value."""
+    terms = []
+    for key in on:
+        bounds = pc.min_max(source.column(key))
+        low, high = bounds["min"], bounds["max"]
+        if not low.is_valid:
+            return None
+        terms.append((pc.field(key) >= low) & (pc.field(key) <= high))
+    expression = terms[0]
+    for term in terms[1:]:
+        expression = expression & term
+    return parse_filter(expression, schema, where=where)
+
+
+def plan_merge(
+    reader: SplitReader,
+    snapshot: Snapshot,
+    source: TableData,
+    on: Sequence[str],
+    *,
+    when_matched: MatchedAction,
+    when_not_matched: NotMatchedAction,
+    when_not_matched_by_source: NotMatchedBySourceAction,
+    where: str,
+) -> RowChangePlan:
+    """Rows of ``source`` matched with live rows of the table by the key columns ``on``
+    (SQL equality: a null key matches nothing). Matched target rows are updated (the source's
+    columns replace theirs), deleted or left; unmatched source rows inserted or dropped;
+    target rows no source row matches deleted or left."""
+    schema = snapshot.schema
+    src = _source_table(source, schema, on, where)
+    src = src.append_column(_SOURCE_ROW, pa.array(np.arange(src.num_rows, dtype=np.int64)))
+    full_scan = when_not_matched_by_source == "delete"
+    needs_target_rows = when_matched == "update" and len(src.schema) - 1 < len(schema)
+    columns = None if needs_target_rows else list(on)
+    filter = None
+    splits: tuple[Split, ...] = ()
+    if full_scan or src.num_rows:
+        filter = None if full_scan else _key_range_filter(src, on, schema, where)
+        if full_scan or filter is not None:  # None: every source key is null, none can match
+            splits = plan_scan(snapshot, columns=columns, filter=filter).splits
+    output = pa.schema([schema.field(n) for n in columns]) if columns is not None else schema
+    located: list[tuple[Split, BlockletEntry]] = []
+    batches = []
+    for split, blocklet, batch in read_positions(reader, splits, output, filter):
+        number = len(located)
+        located.append((split, blocklet))
+        positions = batch.column(ROW_POSITION).to_numpy().astype(np.int64)
+        target_row = pa.array((number << 32) | positions, pa.int64())
+        batches.append(batch.drop_columns([ROW_POSITION]).append_column(_TARGET_ROW, target_row))
+    target_schema = pa.schema([*output, pa.field(_TARGET_ROW, pa.int64())])
+    target = pa.Table.from_batches(batches, schema=target_schema)
+    keys = target.select([*on, _TARGET_ROW])
+    pairs = keys.join(
+        src.select([*on, _SOURCE_ROW]), keys=list(on), join_type="inner", use_threads=True
+    )
+    matched_source = pairs.column(_SOURCE_ROW)
+    if when_matched != "ignore" and pairs.num_rows:
+        per_target = pairs.group_by(_TARGET_ROW).aggregate([(_SOURCE_ROW, "count")])
+        twice = pc.filter(per_target, pc.greater(per_target.column(f"{_SOURCE_ROW}_count"), 1))
+        if twice.num_rows:
+            raise DuplicateKeyError(
+                f"merge into {where}: {twice.num_rows} rows of the table are matched by more "
+                f"than one source row on {list(on)} (deduplicate the source by its keys)"
+            )
+    selection = Selection(snapshot)
+    deleted_targets: list[pa.Array] = []
+    updated = deleted = inserted = 0
+    pieces: list[pa.Table] = []
+    if when_matched in ("update", "delete") and pairs.num_rows:
+        deleted_targets.append(pairs.column(_TARGET_ROW).combine_chunks())
+        if when_matched == "update":
+            pieces.append(_updated_rows(target, src, pairs, schema, needs_target_rows))
+            updated = pairs.num_rows
+        else:
+            deleted += pairs.num_rows
+    if when_not_matched_by_source == "delete":
+        hit = pc.is_in(
+            target.column(_TARGET_ROW), value_set=pairs.column(_TARGET_ROW).combine_chunks()
+        )
+        unmatched = pc.filter(target.column(_TARGET_ROW), pc.invert(hit))
+        deleted_targets.append(unmatched.combine_chunks())
+        deleted += len(unmatched)
+    if when_not_matched == "insert":
+        hit = pc.is_in(src.column(_SOURCE_ROW), value_set=matched_source.combine_chunks())
+        new_rows = src.filter(pc.invert(hit)).drop_columns([_SOURCE_ROW])
+        if new_rows.num_rows:
+            pieces.append(_in_schema(new_rows, schema))
+            inserted = new_rows.num_rows
+    for rows in deleted_targets:
+        _select(selection, located, rows.to_numpy())
+    data = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    parameters = {
+        "on": ",".join(on),
+        "when_matched": when_matched,
+        "when_not_matched": when_not_matched,
+        "when_not_matched_by_source": when_not_matched_by_source,
+        "rows_updated": str(updated),
+        "rows_inserted": str(inserted),
+        "rows_deleted": str(deleted),
+    }
+    return RowChangePlan(
+        selection,
+        data,
+        parameters,
+        rows_updated=updated,
+        rows_inserted=inserted,
+        rows_deleted=deleted,
+    )
+
+
+def _select(
+    selection: Selection, located: list[tuple[Split, BlockletEntry]], rows: np.ndarray
+) -> None:
+    """Add target rows (``blocklet number << 32 | position``) to ``selection``."""
+    if not len(rows):
+        return
+    rows = np.sort(rows)
+    numbers = rows >> 32
+    cuts = np.flatnonzero(np.diff(numbers)) + 1
+    for chunk in np.split(rows, cuts):
+        split, blocklet = located[int(chunk[0] >> 32)]
+        selection.add(split, blocklet, (chunk & 0xFFFFFFFF).astype(np.uint32))
+
+
+def _in_schema(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` (a subset of ``schema``'s columns) with the others as nulls, in its order."""
+    n = rows.num_rows
+    arrays = [
+        rows.column(f.name) if f.name in rows.schema.names else pa.nulls(n, f.type) for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _updated_rows(
+    target: pa.Table,
+    src: pa.Table,
+    pairs: pa.Table,
+    schema: pa.Schema,
+    needs_target_rows: bool,
+) -> pa.Table:
+    """One new row per matched target row: the source's columns, the target's for the rest."""
+    from_source = src.take(pairs.column(_SOURCE_ROW))
+    if not needs_target_rows:
+        return _in_schema(from_source.drop_columns([_SOURCE_ROW]), schema)
+    index = pc.index_in(
+        pairs.column(_TARGET_ROW), value_set=target.column(_TARGET_ROW).combine_chunks()
+    )
+    from_target = target.take(index)
+    arrays = [
+        from_source.column(f.name) if f.name in src.schema.names else from_target.column(f.name)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)

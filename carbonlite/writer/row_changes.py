@@ -1,0 +1,234 @@
+"""Row-level changes: find rows, and delete them with deletion vectors (docs/LOG.md).
+
+A delete, update or merge reads only the columns it needs of the blocklets min/max pruning
+keeps, with each row's position in its blocklet (``SplitReader.read_blocklet(...,
+positions=True)``; rows deleted earlier are skipped as for any reader). The rows it selects
+become a :class:`Selection`: positions per blocklet of each data file. ``write_deletions``
+then writes, for every data file touched, one deletion-vector file
+``<data file>.<token>.dv`` holding one vector per touched blocklet: the union of the rows
+deleted before and the new ones. The commit carries those vectors as ``deleteRows`` actions,
+with the rows an update or merge writes in their place, and requires that no other commit
+touched the deleted files' rows since they were read (``DeletionsAsRead``); appends to the
+same files do not matter, so a delete never conflicts with streaming ingestion.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import pyarrow as pa
+
+from carbonlite.errors import CommitConflictError, RowsChangedError
+from carbonlite.format.deletion_vector import DeletionVector
+from carbonlite.format.pages import ordered_map
+from carbonlite.metadata import BlockletEntry, DeletionRef, Log, RowsDeleted, Snapshot
+from carbonlite.reader.expression import Filter
+from carbonlite.reader.planner import Split, plan_scan
+from carbonlite.reader.scan import ROW_POSITION, SplitReader
+from carbonlite.storage import Storage
+from carbonlite.writer.append import RowChanges, TableWriter
+
+__all__ = [
+    "DV_SUFFIX",
+    "MAX_ROW_CHANGE_ATTEMPTS",
+    "PlannedChange",
+    "Selection",
+    "commit_row_change",
+    "discard_deletions",
+    "read_positions",
+    "row_changes",
+    "select_rows",
+    "write_deletions",
+]
+
+DV_SUFFIX = ".dv"
+
+_FileKey = tuple[str, str]
+"""(segment id, data file path)."""
+
+
+@dataclass
+class Selection:
+    """Rows chosen for deletion: positions within blocklets of data files of ``snapshot``."""
+
+    snapshot: Snapshot
+    blocklets: dict[_FileKey, dict[int, tuple[int, list[np.ndarray]]]] = field(default_factory=dict)
+    """(segment, file) -> blocklet offset -> (rows of the blocklet, arrays of positions)."""
+
+    def add(self, split: Split, blocklet: BlockletEntry, positions: np.ndarray) -> None:
+        if not len(positions):
+            return
+        per_file = self.blocklets.setdefault((split.segment_id, split.file), {})
+        per_file.setdefault(blocklet.offset, (blocklet.num_rows, []))[1].append(positions)
+
+    @property
+    def num_rows(self) -> int:
+        return sum(
+            sum(len(p) for p in parts)
+            for per_file in self.blocklets.values()
+            for _, parts in per_file.values()
+        )
+
+    def files_read(self) -> dict[_FileKey, int]:
+        """``deletion_version`` of each file with selected rows, as read."""
+        segments = self.snapshot.segments
+        return {key: segments[key[0]].files[key[1]].deletion_version for key in self.blocklets}
+
+
+def read_positions(
+    reader: SplitReader,
+    splits: Sequence[Split],
+    output: pa.Schema,
+    filter: Filter | None,
+) -> Iterator[tuple[Split, BlockletEntry, pa.RecordBatch]]:
+    """(split, blocklet, live rows ``filter`` keeps in ``output``'s columns plus
+    :data:`ROW_POSITION`) for every blocklet of ``splits``, decoded in parallel."""
+    tasks = ((s, b) for s in splits for b in s.blocklets)
+
+    def read(task: tuple[Split, BlockletEntry]) -> tuple[Split, BlockletEntry, pa.RecordBatch]:
+        split, blocklet = task
+        return (
+            split,
+            blocklet,
+            reader.read_blocklet(split, blocklet, output, filter, positions=True),
+        )
+
+    for split, blocklet, batch in ordered_map(read, tasks):
+        if batch.num_rows:
+            yield split, blocklet, batch
+
+
+def select_rows(
+    reader: SplitReader,
+    snapshot: Snapshot,
+    filter: Filter | None,
+    columns: Sequence[str] | None,
+) -> tuple[Selection, list[pa.RecordBatch]]:
+    """The live rows ``filter`` keeps (every live row when None): their positions, and the
+    rows themselves in ``columns`` (None: every column; [] : none, positions only)."""
+    plan = plan_scan(snapshot, columns=columns, filter=filter)
+    selection = Selection(snapshot)
+    batches = []
+    for split, blocklet, batch in read_positions(reader, plan.splits, plan.schema, filter):
+        positions = batch.column(ROW_POSITION).to_numpy()
+        selection.add(split, blocklet, positions)
+        batches.append(batch.drop_columns([ROW_POSITION]))
+    return selection, batches
+
+
+def write_deletions(
+    storage: Storage, root: str, reader: SplitReader, selection: Selection
+) -> tuple[RowsDeleted, ...]:
+    """Write one deletion-vector file per data file of ``selection``: every touched
+    blocklet's vector, the rows deleted before included. Nothing is visible until the
+    ``deleteRows`` actions returned are committed."""
+    token = uuid.uuid4().hex[:16]
+    out = []
+    for (sid, path), per_blocklet in sorted(selection.blocklets.items()):
+        f = selection.snapshot.segments[sid].files[path]
+        dv_file = f"{path}.{token}{DV_SUFFIX}"
+        parts: list[bytes] = []
+        refs: list[DeletionRef] = []
+        size = 0
+        for offset, (rows, positions) in sorted(per_blocklet.items()):
+            vector = DeletionVector.of(np.concatenate(positions), rows)
+            old = f.deletions.get(offset)
+            if old is not None:
+                vector = vector.union(reader.deletion_vector(old, rows))
+            blob = vector.encode()
+            refs.append(DeletionRef(offset, dv_file, size, len(blob), vector.cardinality))
+            parts.append(blob)
+            size += len(blob)
+        if not storage.put_if_absent(storage.join(root, dv_file), b"".join(parts)):
+            raise CommitConflictError(
+                f"deletion-vector file {dv_file!r} exists already (a name clash); nothing was "
+                "committed, run the operation again"
+            )
+        out.append(RowsDeleted(sid, path, tuple(refs), size))
+    return tuple(out)
+
+
+def discard_deletions(storage: Storage, root: str, deletions: Sequence[RowsDeleted]) -> None:
+    """Delete deletion-vector files of a change that was not committed."""
+    for d in deletions:
+        storage.delete(storage.join(root, d.dv_file))
+
+
+def row_changes(
+    storage: Storage,
+    root: str,
+    reader: SplitReader,
+    selection: Selection,
+    parameters: Mapping[str, str],
+) -> RowChanges:
+    """The deleting half of a commit: ``selection``'s vectors written, and what they need."""
+    deletions = write_deletions(storage, root, reader, selection) if selection.blocklets else ()
+    return RowChanges(deletions, selection.files_read(), dict(parameters))
+
+
+MAX_ROW_CHANGE_ATTEMPTS = 10
+"""Times a delete, update or merge plans again after losing its rows to a concurrent commit."""
+
+_Plan = TypeVar("_Plan", bound="PlannedChange")
+
+
+class PlannedChange(Protocol):
+    """What ``commit_row_change`` needs of a plan (``modify.RowChangePlan``)."""
+
+    @property
+    def selection(self) -> Selection: ...
+
+    @property
+    def data(self) -> pa.Table: ...
+
+    @property
+    def parameters(self) -> Mapping[str, str]: ...
+
+    @property
+    def changes_anything(self) -> bool: ...
+
+
+def commit_row_change(
+    writer: TableWriter,
+    log: Log,
+    snapshot: Snapshot,
+    *,
+    operation: str,
+    plan: Callable[[Snapshot, SplitReader], _Plan],
+    storage_options: Mapping[str, Any],
+) -> tuple[_Plan, int | None, Snapshot]:
+    """Plan on the newest snapshot, write the deletion vectors, commit them with the plan's
+    rows; plan again when a concurrent commit changed the rows read (bounded). Returns the
+    plan committed, its version (None when it changed nothing) and the new snapshot."""
+    storage, root = log.storage, log.root
+    for attempt in range(MAX_ROW_CHANGE_ATTEMPTS):
+        snapshot = log.update(snapshot)
+        reader = SplitReader(
+            storage,
+            root,
+            snapshot.schema,
+            storage_options=storage_options,
+            version=snapshot.version,
+        )
+        try:
+            planned = plan(snapshot, reader)
+            if not planned.changes_anything:
+                return planned, None, snapshot
+            changes = row_changes(storage, root, reader, planned.selection, planned.parameters)
+        finally:
+            reader.close()
+        try:
+            result, snapshot = writer.write(
+                log, snapshot, planned.data, operation=operation, changes=changes
+            )
+        except CommitConflictError as exc:
+            discard_deletions(storage, root, changes.deletions)  # nothing was committed
+            if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
+                continue
+            raise
+        return planned, result.version, snapshot
+    raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
