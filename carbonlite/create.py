@@ -46,17 +46,41 @@ def _check_sort_columns(schema: pa.Schema, sort_columns: Sequence[str]) -> tuple
     return tuple(sort_columns)
 
 
+def _check_primary_key(schema: pa.Schema, primary_key: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(primary_key, str):
+        primary_key = [primary_key]
+    problems = []
+    for c in primary_key:
+        if not isinstance(c, str) or c not in schema.names:
+            problems.append(f"primary key column {c!r} is not in the schema {schema.names}")
+        elif stat_kind(schema.field(c).type) is None:
+            problems.append(
+                f"primary key column {c!r} has type {schema.field(c).type}, which cannot be "
+                "compared as a key"
+            )
+    if len(set(primary_key)) != len(primary_key):
+        problems.append(f"primary key {list(primary_key)} repeats a column")
+    if problems:
+        raise InvalidOptionError("invalid primary key:\n  " + "\n  ".join(problems))
+    return tuple(primary_key)
+
+
 def create_table(
     path: str | os.PathLike[str],
     schema: pa.Schema,
     *,
     sort_columns: Sequence[str] = (),
+    primary_key: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     writer_id: str | None = None,
 ) -> Table:
     """Create a table at ``path``; raises :class:`TableExistsError` if one is there, and
-    :class:`InvalidOptionError` if ``path`` is a file."""
+    :class:`InvalidOptionError` if ``path`` is a file.
+
+    ``primary_key``: key columns that make it a primary-key table: every append (Python,
+    Spark) is an upsert by them (the newest commit wins; within one batch the last row of a
+    key), so a scan returns one row per key. Null keys are refused."""
     started = now_ms()
     location = table_location(path)
     # the table's writer identity, chosen now so that the CREATE TABLE commit records it
@@ -76,6 +100,7 @@ def create_table(
         sort_columns=_check_sort_columns(schema, sort_columns),
         properties=validate_properties(properties),
         created_time=now_ms(),
+        primary_key=_check_primary_key(schema, primary_key),
     )
     storage, root = open_storage(location, options or None)
     uri = storage.uri(root)
@@ -94,7 +119,10 @@ def create_table(
             operation="CREATE TABLE",
             timestamp=metadata.created_time,
             data_change=False,
-            parameters={"sort_columns": ",".join(metadata.sort_columns)},
+            parameters={
+                "sort_columns": ",".join(metadata.sort_columns),
+                **({"primary_key": ",".join(metadata.primary_key)} if metadata.primary_key else {}),
+            },
             engine=ENGINE,
             files_added=0,
             files_removed=0,

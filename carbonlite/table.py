@@ -62,9 +62,12 @@ from carbonlite.writer.modify import (
     NotMatchedAction,
     NotMatchedBySourceAction,
     RowChangePlan,
+    deduplicated,
     plan_delete,
     plan_merge,
     plan_update,
+    plan_upsert,
+    source_table,
 )
 from carbonlite.writer.restore import RestoreCommit, plan_restore
 from carbonlite.writer.row_changes import commit_row_change
@@ -76,6 +79,11 @@ from carbonlite.writer.table_metadata import (
 )
 
 __all__ = ["CommitResult", "MergeResult", "Table"]
+
+
+class _TxnSkipped(Exception):
+    """A row-level change carrying a transaction whose batch the table already holds."""
+
 
 _Stampable = TypeVar("_Stampable", MetadataCommit, RestoreCommit)
 
@@ -145,6 +153,11 @@ class Table:
     @property
     def sort_columns(self) -> tuple[str, ...]:
         return self._snapshot.metadata.sort_columns
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """Key columns of a primary-key table (empty for other tables)."""
+        return self._snapshot.metadata.primary_key
 
     @property
     def table_id(self) -> str:
@@ -242,6 +255,17 @@ class Table:
         schema_mode: SchemaMode = "strict",
     ) -> CommitResult:
         merge = schema_mode_arg(schema_mode) == "merge"
+        keys = self._snapshot.metadata.primary_key  # fixed when the table was created
+        if keys and merge:
+            raise InvalidOptionError(
+                f"schema_mode='merge' is not supported for the primary-key table {self.path!r}: "
+                "add the new columns with add_columns first, then append"
+            )
+        if keys and not overwrite:
+            return self._upsert(data, txn)
+        if keys:  # an overwrite of a primary-key table keeps the last row of each key
+            where = repr(self.path)
+            data = deduplicated(source_table(data, self.schema, keys, where), keys, where)
         with self._writer.lock:
             self.refresh()
             before = self._snapshot
@@ -259,6 +283,19 @@ class Table:
         return result
 
     # --- row-level changes ----------------------------------------------------------------------
+
+    def _upsert(self, data: TableData, txn: TxnMarker | None) -> CommitResult:
+        """An append to a primary-key table: the last row of each key of ``data`` replaces
+        the table's row of that key, or is inserted."""
+        try:
+            plan, version = self._change_rows(
+                "UPSERT",
+                lambda snap, reader: plan_upsert(reader, snap, data, repr(self.path)),
+                txn,
+            )
+        except _TxnSkipped:
+            return CommitResult(None, "UPSERT", skipped=True)
+        return CommitResult(version, "UPSERT", rows=plan.rows_updated + plan.rows_inserted)
 
     def delete(self, filter: FilterLike) -> CommitResult:
         """Delete the rows ``filter`` keeps (any form :meth:`scan` takes; None deletes every
@@ -330,7 +367,11 @@ class Table:
         self,
         operation: str,
         plan: Callable[[Snapshot, SplitReader], RowChangePlan],
+        txn: TxnMarker | None = None,
     ) -> tuple[RowChangePlan, int | None]:
+        """Plan and commit a row-level change (again on a newer snapshot when it loses its
+        rows to a concurrent commit); :class:`_TxnSkipped` when ``txn``'s batch is in the
+        table already."""
         self._check_open()
         with self._writer.lock:
             before = self._snapshot
@@ -341,9 +382,12 @@ class Table:
                 operation=operation,
                 plan=plan,
                 storage_options=self.storage_options,
+                txn=txn,
             )
         if version is not None:
             self._after_data_commit(before)
+        if planned is None:
+            raise _TxnSkipped
         return planned, version
 
     def _after_data_commit(self, before: Snapshot) -> None:

@@ -73,6 +73,8 @@ class TableMetadata:
     created_time: int = 0
     """Milliseconds since the epoch."""
     format_version: int = LOG_FORMAT_VERSION
+    primary_key: tuple[str, ...] = ()
+    """Key columns of a primary-key table (format 4 on): every append is an upsert by them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,10 +104,13 @@ class DataUnchangedSince:
     saw). Versions with ``data_change = false`` (handoff, compaction, clean) do not count."""
 
     operation: str = "overwrite"
+    replan: bool = False
+    """Raise :class:`RowsChangedError` (the operation reads again and retries by itself)."""
 
     def check(self, snapshot: Snapshot, read_version: int) -> None:
         if snapshot.data_version > read_version:
-            raise CommitConflictError(
+            error = RowsChangedError if self.replan else CommitConflictError
+            raise error(
                 f"version {snapshot.version} of {snapshot.table_path!r} changed the table's data "
                 f"(at version {snapshot.data_version}) after this {self.operation} read version "
                 f"{read_version}; nothing was committed: read the table again and retry the "

@@ -144,7 +144,7 @@ def deletion_ref_from_json(obj: Any) -> DeletionRef:
 
 
 def metadata_to_json(m: TableMetadata) -> dict[str, Any]:
-    return {
+    out = {
         "table_id": m.table_id,
         "format_version": m.format_version,
         "schema": schema_to_json(m.schema),
@@ -152,6 +152,9 @@ def metadata_to_json(m: TableMetadata) -> dict[str, Any]:
         "properties": dict(m.properties),
         "created_time": m.created_time,
     }
+    if m.primary_key:
+        out["primary_key"] = list(m.primary_key)
+    return out
 
 
 def metadata_from_json(obj: Mapping[str, Any]) -> TableMetadata:
@@ -162,6 +165,7 @@ def metadata_from_json(obj: Mapping[str, Any]) -> TableMetadata:
         sort_columns=tuple(obj.get("sort_columns", ())),
         properties=dict(obj.get("properties", {})),
         created_time=obj.get("created_time", 0),
+        primary_key=tuple(obj.get("primary_key", ())),
     )
 
 

@@ -122,6 +122,11 @@ class RowChanges:
     """``deletion_version`` of each (segment, file) the deletions were computed from."""
     parameters: Mapping[str, str] = field(default_factory=dict)
     """What the commit info records of the operation (filter, keys, counts)."""
+    read_version: int | None = None
+    """The version the change was planned on (None: the one it is written on)."""
+    exclusive: bool = False
+    """Requires that no data changed since ``read_version`` at all (a primary-key upsert:
+    a concurrent insert of the same key would make it two rows); the change plans again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +149,8 @@ class AppendCommit:
     """Rows it deletes (a delete, update or merge), by deletion vectors already written."""
     deletions_read: Mapping[tuple[str, str], int] = field(default_factory=dict)
     """``deletion_version`` of every (segment, file) whose rows it read to find them."""
+    exclusive: bool = False
+    """No data may have changed since the version it read (``RowChanges.exclusive``)."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -160,6 +167,8 @@ class AppendCommit:
             requirements.append(TxnNotCommitted(self.txn.app_id, self.txn.batch_id))
         if self.overwrite:
             requirements.append(DataUnchangedSince())
+        if self.exclusive:
+            requirements.append(DataUnchangedSince(self.operation.lower(), replan=True))
         requirements.extend(
             FileAppendable(
                 a.segment_id,
@@ -438,10 +447,12 @@ class TableWriter:
             started_ms=started_ms,
             deletions=changes.deletions,
             deletions_read=changes.deletions_read,
+            exclusive=changes.exclusive,
         )
         if lease is not None:
             lease.check()
-        return self._commit(log, snapshot, pending, snapshot.version)
+        read = snapshot.version if changes.read_version is None else changes.read_version
+        return self._commit(log, snapshot, pending, read)
 
     def commit(
         self,

@@ -10,6 +10,7 @@ deleted plus the new row appended, in the same commit.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,9 +33,12 @@ __all__ = [
     "NotMatchedAction",
     "NotMatchedBySourceAction",
     "RowChangePlan",
+    "deduplicated",
     "plan_delete",
     "plan_merge",
     "plan_update",
+    "plan_upsert",
+    "source_table",
 ]
 
 MatchedAction = Literal["update", "delete", "ignore"]
@@ -63,6 +67,8 @@ class RowChangePlan:
     rows_updated: int = 0
     rows_inserted: int = 0
     rows_deleted: int = 0
+    exclusive: bool = False
+    """Requires that no other data commit landed since the plan's snapshot (an upsert)."""
 
     @property
     def changes_anything(self) -> bool:
@@ -140,12 +146,10 @@ _SOURCE_ROW = "_carbonlite_source_row"
 _TARGET_ROW = "_carbonlite_target_row"
 
 
-def _source_table(source: TableData, schema: pa.Schema, on: Sequence[str], where: str) -> pa.Table:
+def source_table(source: TableData, schema: pa.Schema, on: Sequence[str], where: str) -> pa.Table:
     batches = list(iter_record_batches(source))
-    if not batches:
-        raise InvalidOptionError(
-            f"merge into {where}: the source holds no batches (not even an empty one)"
-        )
+    if not batches:  # an empty pyarrow Table can have no batches at all
+        return schema.empty_table()
     names = batches[0].schema.names
     unknown = [n for n in names if n not in schema.names]
     if unknown:
@@ -195,7 +199,7 @@ def plan_merge(
     columns replace theirs), deleted or left; unmatched source rows inserted or dropped;
     target rows no source row matches deleted or left."""
     schema = snapshot.schema
-    src = _source_table(source, schema, on, where)
+    src = source_table(source, schema, on, where)
     src = src.append_column(_SOURCE_ROW, pa.array(np.arange(src.num_rows, dtype=np.int64)))
     full_scan = when_not_matched_by_source == "delete"
     needs_target_rows = when_matched == "update" and len(src.schema) - 1 < len(schema)
@@ -319,3 +323,45 @@ def _updated_rows(
         for f in schema
     ]
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def deduplicated(table: pa.Table, keys: Sequence[str], where: str) -> pa.Table:
+    """The last row of each key of ``table``, in the order those rows came; null keys are
+    refused (:class:`SchemaMismatchError`)."""
+    for key in keys:
+        nulls = table.column(key).null_count
+        if nulls:
+            raise SchemaMismatchError(
+                f"primary key column {key!r} of the data for {where} holds {nulls} nulls; every "
+                "row of a primary-key table needs a key"
+            )
+    if table.num_rows < 2:
+        return table
+    index = "_carbonlite_row_number"
+    numbered = table.select(list(keys)).append_column(
+        index, pa.array(np.arange(table.num_rows, dtype=np.int64))
+    )
+    last = numbered.group_by(list(keys), use_threads=False).aggregate([(index, "max")])
+    keep = np.sort(last.column(f"{index}_max").to_numpy())
+    return table if len(keep) == table.num_rows else table.take(pa.array(keep))
+
+
+def plan_upsert(
+    reader: SplitReader, snapshot: Snapshot, data: TableData, where: str
+) -> RowChangePlan:
+    """``data`` upserted into a primary-key table: its last row of each key replaces the live
+    row of that key (whole rows: columns ``data`` lacks become null) or is inserted."""
+    keys = snapshot.metadata.primary_key
+    rows = _in_schema(source_table(data, snapshot.schema, keys, where), snapshot.schema)
+    rows = deduplicated(rows, keys, where)
+    merged = plan_merge(
+        reader,
+        snapshot,
+        rows,
+        keys,
+        when_matched="update",
+        when_not_matched="insert",
+        when_not_matched_by_source="ignore",
+        where=where,
+    )
+    return dataclasses.replace(merged, exclusive=True)

@@ -25,7 +25,16 @@ import pyarrow as pa
 from carbonlite.errors import CommitConflictError, RowsChangedError
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
-from carbonlite.metadata import BlockletEntry, DeletionRef, Log, RowsDeleted, Snapshot
+from carbonlite.metadata import (
+    BlockletEntry,
+    DeletionRef,
+    Log,
+    RowsDeleted,
+    Snapshot,
+    TransactionAlreadyCommitted,
+    TxnMarker,
+    TxnNotCommitted,
+)
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
@@ -164,10 +173,18 @@ def row_changes(
     reader: SplitReader,
     selection: Selection,
     parameters: Mapping[str, str],
+    *,
+    exclusive: bool = False,
 ) -> RowChanges:
     """The deleting half of a commit: ``selection``'s vectors written, and what they need."""
     deletions = write_deletions(storage, root, reader, selection) if selection.blocklets else ()
-    return RowChanges(deletions, selection.files_read(), dict(parameters))
+    return RowChanges(
+        deletions,
+        selection.files_read(),
+        dict(parameters),
+        read_version=selection.snapshot.version,
+        exclusive=exclusive,
+    )
 
 
 MAX_ROW_CHANGE_ATTEMPTS = 10
@@ -191,6 +208,9 @@ class PlannedChange(Protocol):
     @property
     def changes_anything(self) -> bool: ...
 
+    @property
+    def exclusive(self) -> bool: ...
+
 
 def commit_row_change(
     writer: TableWriter,
@@ -200,13 +220,20 @@ def commit_row_change(
     operation: str,
     plan: Callable[[Snapshot, SplitReader], _Plan],
     storage_options: Mapping[str, Any],
-) -> tuple[_Plan, int | None, Snapshot]:
+    txn: TxnMarker | None = None,
+) -> tuple[_Plan | None, int | None, Snapshot]:
     """Plan on the newest snapshot, write the deletion vectors, commit them with the plan's
-    rows; plan again when a concurrent commit changed the rows read (bounded). Returns the
-    plan committed, its version (None when it changed nothing) and the new snapshot."""
+    rows (and ``txn``, exactly once); plan again when a concurrent commit changed the rows
+    read (bounded). Returns the plan committed (None: ``txn`` was committed before), its
+    version (None when nothing was committed) and the new snapshot."""
     storage, root = log.storage, log.root
     for attempt in range(MAX_ROW_CHANGE_ATTEMPTS):
         snapshot = log.update(snapshot)
+        if txn is not None:
+            try:
+                TxnNotCommitted(txn.app_id, txn.batch_id).check(snapshot, snapshot.version)
+            except TransactionAlreadyCommitted:
+                return None, None, snapshot
         reader = SplitReader(
             storage,
             root,
@@ -216,19 +243,29 @@ def commit_row_change(
         )
         try:
             planned = plan(snapshot, reader)
-            if not planned.changes_anything:
+            if not planned.changes_anything and txn is None:
                 return planned, None, snapshot
-            changes = row_changes(storage, root, reader, planned.selection, planned.parameters)
+            changes = row_changes(
+                storage,
+                root,
+                reader,
+                planned.selection,
+                planned.parameters,
+                exclusive=planned.exclusive,
+            )
         finally:
             reader.close()
         try:
             result, snapshot = writer.write(
-                log, snapshot, planned.data, operation=operation, changes=changes
+                log, snapshot, planned.data, operation=operation, changes=changes, txn=txn
             )
         except CommitConflictError as exc:
             discard_deletions(storage, root, changes.deletions)  # nothing was committed
             if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
                 continue
             raise
+        if result.skipped:  # the batch landed meanwhile: these vectors are not needed
+            discard_deletions(storage, root, changes.deletions)
+            return None, None, snapshot
         return planned, result.version, snapshot
     raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
