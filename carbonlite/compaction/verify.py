@@ -3,7 +3,9 @@
 For each live file: it exists and is at least its committed length; its blocklets, scanned
 from the file itself, are exactly the ones the log lists (offsets, lengths, rows); every page
 passes its checksum and decodes; and the statistics recomputed from the decoded data equal the
-statistics the log prunes with. Problems are reported with file and byte offset, never
+statistics the log prunes with; every deletion vector lies where the log says, passes its
+checksum, and covers a blocklet of the file with the row and deletion counts the log
+records. Problems are reported with file and byte offset, never
 raised, so one damaged file does not hide the state of the others.
 """
 
@@ -18,9 +20,11 @@ import pyarrow as pa
 from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
 from carbonlite.errors import CarbonLiteError
 from carbonlite.format import BlockletFileReader, BlockletMeta
+from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
 from carbonlite.format.stats import compute_column_stats
 from carbonlite.metadata import BlockletEntry, FileState, Log, Snapshot
+from carbonlite.storage import Storage
 
 __all__ = ["Problem", "VerifyResult", "verify"]
 
@@ -126,6 +130,35 @@ def _check_file(
         for entry, problems in zip(f.blocklets, checked, strict=True):
             advance(entry.length)
             yield from problems
+    yield from _check_deletions(storage, root, f)
+
+
+def _check_deletions(storage: Storage, root: str, f: FileState) -> Iterator[Problem]:
+    """The problems of ``f``'s deletion vectors."""
+    if not f.deletions:
+        return
+    rows = {b.offset: b.num_rows for b in f.blocklets}
+    for offset, ref in f.deletion_items():
+        if offset not in rows:
+            yield Problem(f.path, offset, f"a deletion vector names no blocklet at {offset}")
+            continue
+        try:
+            data = storage.read(storage.join(root, ref.path), ref.offset, ref.offset + ref.length)
+            vector = DeletionVector.decode(data)
+        except FileNotFoundError:
+            yield Problem(ref.path, None, f"the deletion-vector file of {f.path!r} is missing")
+            continue
+        except ValueError as exc:
+            yield Problem(ref.path, ref.offset, f"deletion vector of blocklet {offset}: {exc}")
+            continue
+        if (vector.row_count, vector.cardinality) != (rows[offset], ref.cardinality):
+            yield Problem(
+                ref.path,
+                ref.offset,
+                f"deletion vector of blocklet {offset} of {f.path!r} covers "
+                f"{vector.row_count} rows and deletes {vector.cardinality}; the log says "
+                f"{rows[offset]} rows and {ref.cardinality} deleted",
+            )
 
 
 def verify(

@@ -38,8 +38,11 @@ from carbonlite.metadata import (
     BlockletsAppended,
     CommitInfo,
     DataUnchangedSince,
+    DeletionRef,
+    FileState,
     MetadataUnchanged,
     Requirement,
+    RowsDeleted,
     SegmentAbsent,
     SegmentAdded,
     SegmentAsPlanned,
@@ -78,10 +81,14 @@ class RestoreCommit:
     """Files of the segments marked for delete."""
     started_ms: int | None = None
     writer_id: str | None = None
+    deletions: tuple[RowsDeleted, ...] = ()
+    """The copies' deletion vectors: the rows deleted at the restored version stay deleted."""
 
     @property
     def rows_added(self) -> int:
-        return sum(a.num_rows for _, appends in self.copies for a in appends)
+        return sum(a.num_rows for _, appends in self.copies for a in appends) - sum(
+            ref.cardinality for d in self.deletions for ref in d.vectors
+        )
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -100,6 +107,7 @@ class RestoreCommit:
         for added, appends in self.copies:
             actions.append(added)
             actions.extend(appends)
+        actions.extend(self.deletions)
         now = now_ms()
         actions.append(
             CommitInfo(
@@ -130,6 +138,29 @@ def _files(seg: SegmentState) -> dict[str, int]:
     return {path: f.committed_length for path, f in seg.files.items()}
 
 
+def _deletions(seg: SegmentState) -> dict[str, int]:
+    return {path: f.deletion_version for path, f in seg.files.items() if f.deletion_version}
+
+
+def _copy_deletions(
+    storage: Storage, root: str, f: FileState, copied: BlockletsAppended
+) -> RowsDeleted | None:
+    """``f``'s deletion vectors, written again for its copy ``copied`` (same blocklets, in
+    the same order, at new offsets) into a file the copy owns."""
+    if not f.deletions:
+        return None
+    moved = {old.offset: new.offset for old, new in zip(f.blocklets, copied.blocklets, strict=True)}
+    dv_file = f"{copied.file}.{uuid.uuid4().hex[:16]}.dv"
+    parts, refs, size = [], [], 0
+    for offset, ref in f.deletion_items():
+        blob = storage.read(storage.join(root, ref.path), ref.offset, ref.offset + ref.length)
+        refs.append(DeletionRef(moved[offset], dv_file, size, len(blob), ref.cardinality))
+        parts.append(blob)
+        size += len(blob)
+    storage.put(storage.join(root, dv_file), b"".join(parts))
+    return RowsDeleted(copied.segment_id, copied.file, tuple(refs), size)
+
+
 def _chunks(entries: Sequence[BlockletEntry]) -> Iterator[tuple[BlockletEntry, ...]]:
     """Runs of blocklets spanning at most :data:`COPY_CHUNK_BYTES` (one blocklet at least)."""
     run: list[BlockletEntry] = []
@@ -148,7 +179,7 @@ def _copy_segment(
     old: SegmentState,
     new_id: str,
     storage_options: Mapping[str, Any] | None,
-) -> tuple[SegmentAdded, tuple[BlockletsAppended, ...]]:
+) -> tuple[SegmentAdded, tuple[BlockletsAppended, ...], tuple[RowsDeleted, ...]]:
     status = "STREAMING_FINISH" if old.status == "STREAMING" else old.status
     added = SegmentAdded(
         segment_id=new_id,
@@ -158,6 +189,7 @@ def _copy_segment(
         sorted_by=old.sorted_by,
     )
     appends = []
+    deletions = []
     for n, f in enumerate(sorted(old.files.values(), key=lambda f: f.path)):
         entries = f.blocklets
         if not entries:
@@ -170,24 +202,26 @@ def _copy_segment(
                 BlockletsAppended(old.segment_id, f.path, run[0].offset, run[-1].end, run)
                 for run in _chunks(entries)
             ]
-            appends.append(
-                copy_blocklets(
-                    storage,
-                    root,
-                    sources,
-                    segment_id=new_id,
-                    file=f"segments/{new_id}/restore-{uuid.uuid4().hex[:12]}-{n}.cblt",
-                    committed_length=0,
-                    schema=schema,
-                    storage_options=storage_options,
-                )
+            copied = copy_blocklets(
+                storage,
+                root,
+                sources,
+                segment_id=new_id,
+                file=f"segments/{new_id}/restore-{uuid.uuid4().hex[:12]}-{n}.cblt",
+                committed_length=0,
+                schema=schema,
+                storage_options=storage_options,
             )
+            appends.append(copied)
+            kept_deleted = _copy_deletions(storage, root, f, copied)
+            if kept_deleted is not None:
+                deletions.append(kept_deleted)
         except FileNotFoundError:
             raise DataUnavailableError(
                 f"cannot restore: {f.path!r} of segment {old.segment_id!r} is gone (clean "
                 "removed it); restore a version whose data is still kept"
             ) from None
-    return added, tuple(appends)
+    return added, tuple(appends), tuple(deletions)
 
 
 def plan_restore(
@@ -202,7 +236,12 @@ def plan_restore(
     """Plan the restore of ``target`` on top of ``now``, writing the copies it needs."""
     then = {s.segment_id: s for s in target.live_segments()}
     live = {s.segment_id: s for s in now.live_segments()}
-    kept = {sid for sid, seg in then.items() if sid in live and _files(live[sid]) == _files(seg)}
+    kept = {
+        sid
+        for sid, seg in then.items()
+        if sid in live
+        and (_files(live[sid]), _deletions(live[sid])) == (_files(seg), _deletions(seg))
+    }
     dead = tuple(sid for sid in live if sid not in kept)
     to_copy = [seg for sid, seg in then.items() if sid not in kept]
     for seg in to_copy:
@@ -215,10 +254,10 @@ def plan_restore(
                 "whose data is still kept"
             )
     first_id = now.next_segment_number()
-    copies = tuple(
+    copied = [
         _copy_segment(storage, root, seg, str(first_id + n), storage_options)
         for n, seg in enumerate(to_copy)
-    )
+    ]
     restored = dataclasses.replace(
         target.metadata,
         table_id=now.metadata.table_id,
@@ -228,14 +267,17 @@ def plan_restore(
     return RestoreCommit(
         version=target.version,
         planned=tuple(
-            SegmentAsPlanned(sid, seg.status, _files(seg), operation="restore")
+            SegmentAsPlanned(
+                sid, seg.status, _files(seg), operation="restore", deletions=_deletions(seg)
+            )
             for sid, seg in live.items()
         ),
         dead=dead,
-        copies=copies,
+        copies=tuple((added, appends) for added, appends, _ in copied),
+        deletions=tuple(d for _, _, kept in copied for d in kept),
         metadata=(now.metadata, restored),
         data_change=now.data_version > target.version,
-        rows_removed=sum(live[sid].num_rows for sid in dead),
+        rows_removed=sum(live[sid].live_rows for sid in dead),
         bytes_removed=sum(live[sid].num_bytes for sid in dead),
         files_removed=sum(len(live[sid].files) for sid in dead),
         parameters=parameters,
