@@ -413,8 +413,8 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             if self.skip_change_commits:
                 return []
             raise CarbonLiteError(
-                f"version {version} of {self.uri!r} ({info.operation}) removed or updated rows, "
-                "which a stream cannot deliver as appends; set option skipChangeCommits=true to skip such commits "
+                f"version {version} of {self.uri!r} ({info.operation}) removed rows, which a "
+                "stream cannot deliver as appends; set option skipChangeCommits=true to skip such commits "
                 "(their new rows are skipped too), or restart the stream from a later version"
             )
         return [

@@ -30,6 +30,8 @@ from carbonlite.errors import CarbonLiteError, CommitConflictError
 from carbonlite.format.pages import PageCodec
 from carbonlite.metadata import BlockletsAppended, Log, TxnMarker
 from carbonlite.properties import TableProperties
+from carbonlite.reader.planner import Split
+from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import (
     WRITER_LOCK_TIMEOUT,
@@ -215,6 +217,8 @@ def commit_parts(
     if plan.skip or (not appends and not plan.overwrite):
         return None
     table = open_table(plan.uri, storage_options=plan.storage_options or None)
+    if table.primary_key:
+        return _upsert_parts(table, plan, appends, txn)
     writer = TableWriter(
         table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
     )
@@ -230,6 +234,30 @@ def commit_parts(
     result, _ = writer.commit(
         table.log, table.refresh().snapshot(), pending, read_version=plan.read_version
     )
+    return result.version
+
+
+def _upsert_parts(
+    table: Table, plan: WritePlan, appends: Sequence[BlockletsAppended], txn: TxnMarker | None
+) -> int | None:
+    """A write into a primary-key table: the parts' rows, read back in partition order, are
+    upserted (or overwrite the table, one row per key) by the table's own writer, which
+    deletes the rows they replace; the parts themselves are never committed and are removed.
+    The driver holds the micro-batch in memory, and its rows are written twice."""
+    reader = SplitReader(
+        table.storage, table.root, table.schema, storage_options=table.storage_options
+    )
+    try:
+        splits = [Split(a.segment_id, a.file, a.end, a.blocklets) for a in appends]
+        rows = pa.Table.from_batches(
+            list(read_splits(reader, splits, table.schema, None)), schema=table.schema
+        )
+    finally:
+        reader.close()
+    marker = None if txn is None else (txn.app_id, txn.batch_id)
+    write = table.overwrite if plan.overwrite else table.append
+    result = write(rows, txn=marker)
+    abort_parts(plan, appends)
     return result.version
 
 
