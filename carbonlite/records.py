@@ -59,6 +59,10 @@ class SegmentInfo:
     created_version: int
     created_time: datetime.datetime
     status_time: datetime.datetime
+    deleted_rows: int = 0
+    """Rows of its files deleted by deletion vectors (``rows`` counts only the others)."""
+    deletion_vector_bytes: int = 0
+    """Bytes of its deletion-vector files."""
 
 
 def read_history(log: Log, snapshot: Snapshot, limit: int | None) -> list[CommitRecord]:
@@ -107,7 +111,7 @@ def segment_infos(snapshot: Snapshot) -> list[SegmentInfo]:
             id=s.segment_id,
             status=s.status,
             format=s.format,
-            rows=s.num_rows,
+            rows=s.live_rows,
             bytes=s.num_bytes,
             files=len(s.files),
             blocklets=s.num_blocklets,
@@ -116,6 +120,8 @@ def segment_infos(snapshot: Snapshot) -> list[SegmentInfo]:
             created_version=s.created_version,
             created_time=_when(s.created_time),
             status_time=_when(s.status_time),
+            deleted_rows=s.num_deleted,
+            deletion_vector_bytes=sum(n for f in s.files.values() for n in f.dv_files.values()),
         )
         for s in snapshot.segments.values()
     ]

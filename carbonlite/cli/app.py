@@ -178,28 +178,31 @@ SEGMENT_COLUMNS = (
 
 
 def print_segments(rows: list[dict[str, Any]], *, hidden: int = 0) -> None:
-    """The segments table; ``hidden``: how many compacted or deleted ones were left out."""
-    print_table(
-        console,
-        "Segments",
-        SEGMENT_COLUMNS,
-        [
-            [
-                s["id"],
-                s["status"],
-                s["format"],
-                str(s["level"]),
-                f"{s['rows']:,}",
-                human_bytes(s["bytes"]),
-                str(s["files"]),
-                str(s["blocklets"]),
-                s["start_time"][:19],
-                (s["end_time"] or "")[:19],
-                s["merged_into"] or "",
-            ]
-            for s in rows
-        ],
-    )
+    """The segments table; ``hidden``: how many compacted or deleted ones were left out.
+    Rows deleted by deletion vectors get a column of their own when there are any."""
+    deleted = any(s.get("deleted_rows") for s in rows)
+    columns = list(SEGMENT_COLUMNS)
+    if deleted:
+        columns[5:5] = [Col("deleted", "right", keep=47), Col("dv size", "right", keep=46)]
+    body = []
+    for s in rows:
+        cells = [
+            s["id"],
+            s["status"],
+            s["format"],
+            str(s["level"]),
+            f"{s['rows']:,}",
+            human_bytes(s["bytes"]),
+            str(s["files"]),
+            str(s["blocklets"]),
+            s["start_time"][:19],
+            (s["end_time"] or "")[:19],
+            s["merged_into"] or "",
+        ]
+        if deleted:
+            cells[5:5] = [f"{s['deleted_rows']:,}", human_bytes(s["deletion_vector_bytes"])]
+        body.append(cells)
+    print_table(console, "Segments", tuple(columns), body)
     if hidden:
         say(f"({hidden} compacted or deleted segment(s) not listed; --all lists them)")
 
@@ -250,7 +253,9 @@ def inspect(
         (Col("column"), Col("type", wrap=True), Col("nullable")),
         [
             [
-                f["name"] + (" (sort)" if f["name"] in info["sort_columns"] else ""),
+                f["name"]
+                + (" (key)" if f["name"] in info["primary_key"] else "")
+                + (" (sort)" if f["name"] in info["sort_columns"] else ""),
                 f["type"],
                 "yes" if f["nullable"] else "no",
             ]
@@ -267,6 +272,12 @@ def inspect(
     say(
         f"Summary: {s['live_segments']} live of {s['segments']} segments, {s['files']} files, "
         f"{s['blocklets']} blocklets, {s['rows']:,} rows, {human_bytes(s['bytes'])}"
+        + (
+            f"; {s['deleted_rows']:,} rows deleted by deletion vectors "
+            f"({human_bytes(s['deletion_vector_bytes'])})"
+            if s["deleted_rows"]
+            else ""
+        )
     )
     shown = info["segments"] if every else _live(info["segments"])
     print_segments(shown, hidden=len(info["segments"]) - len(shown))
@@ -283,6 +294,9 @@ def _print_blocklets(info: dict[str, Any]) -> None:
         Col("offset", "right", keep=50),
         Col("rows", "right"),
     ]
+    deleted = any(b["deleted"] for b in info["blocklets"])
+    if deleted:
+        cols.append(Col("deleted", "right", keep=48))
     # the sort columns' bounds stay longest (what pruning mostly uses), then the first columns
     for n, c in enumerate(names):
         keep = (40 if c in info["sort_columns"] else 30) - min(n, 9)
@@ -300,6 +314,7 @@ def _print_blocklets(info: dict[str, Any]) -> None:
                 str(b["blocklet"]),
                 str(b["offset"]),
                 f"{b['rows']:,}",
+                *([f"{b['deleted']:,}"] if deleted else []),
                 *bounds,
             ]
         )

@@ -57,6 +57,8 @@ def describe_segments(segments: list[SegmentInfo]) -> list[dict[str, Any]]:
             "format": s.format,
             "level": s.level,
             "rows": s.rows,
+            "deleted_rows": s.deleted_rows,
+            "deletion_vector_bytes": s.deletion_vector_bytes,
             "bytes": s.bytes,
             "files": s.files,
             "blocklets": s.blocklets,
@@ -111,7 +113,9 @@ def describe_files(snapshot: Snapshot, *, every: bool = False) -> list[dict[str,
             "status": seg.status,
             "file": f.path,
             "bytes": f.committed_length,
-            "rows": f.num_rows,
+            "rows": f.live_rows,
+            "deleted_rows": f.num_deleted,
+            "deletion_vector_bytes": sum(f.dv_files.values()),
             "blocklets": f.num_blocklets,
         }
         for seg in snapshot.segments.values()
@@ -134,6 +138,7 @@ def describe_table(table: Table, snapshot: Snapshot, segments: list[SegmentInfo]
             {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in snapshot.schema
         ],
         "sort_columns": list(snapshot.metadata.sort_columns),
+        "primary_key": list(snapshot.metadata.primary_key),
         "properties": dict(snapshot.properties),
         "effective_properties": effective_properties(snapshot.properties),
         "summary": {
@@ -141,7 +146,11 @@ def describe_table(table: Table, snapshot: Snapshot, segments: list[SegmentInfo]
             "live_segments": len(live),
             "files": sum(len(s.files) for s in live),
             "blocklets": sum(s.num_blocklets for s in live),
-            "rows": sum(s.num_rows for s in live),
+            "rows": sum(s.live_rows for s in live),
+            "deleted_rows": sum(s.num_deleted for s in live),
+            "deletion_vector_bytes": sum(
+                n for s in live for f in s.files.values() for n in f.dv_files.values()
+            ),
             "bytes": sum(s.num_bytes for s in live),
         },
         "segments": describe_segments(segments),
@@ -154,6 +163,7 @@ def describe_blocklets(snapshot: Snapshot) -> list[dict[str, Any]]:
     out = []
     for seg, f in snapshot.iter_files():
         for i, b in enumerate(f.blocklets):
+            deletion = f.deletions.get(b.offset)
             out.append(
                 {
                     "segment": seg.segment_id,
@@ -162,6 +172,8 @@ def describe_blocklets(snapshot: Snapshot) -> list[dict[str, Any]]:
                     "offset": b.offset,
                     "length": b.length,
                     "rows": b.num_rows,
+                    "deleted": deletion.cardinality if deletion is not None else 0,
+                    "deletion_vector_bytes": deletion.length if deletion is not None else 0,
                     "columns": {
                         name: {
                             "nulls": s.null_count,

@@ -426,7 +426,9 @@ class TableWriter:
         ):
             return CommitResult(None, operation), snapshot
         self._file_schemas.setdefault(file, schema)
-        parameters = {"mode": "overwrite" if overwrite else "append", "writer_id": self.writer_id}
+        parameters = {"writer_id": self.writer_id}
+        if not changes.parameters:  # a delete, update or merge records its own
+            parameters["mode"] = "overwrite" if overwrite else "append"
         if txn is not None:
             parameters.update(app_id=txn.app_id, batch_id=str(txn.batch_id))
         if metadata is not None and merge_schema:

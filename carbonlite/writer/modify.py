@@ -364,4 +364,9 @@ def plan_upsert(
         when_not_matched_by_source="ignore",
         where=where,
     )
-    return dataclasses.replace(merged, exclusive=True)
+    parameters = {
+        "on": ",".join(keys),
+        "rows_updated": str(merged.rows_updated),
+        "rows_inserted": str(merged.rows_inserted),
+    }
+    return dataclasses.replace(merged, parameters=parameters, exclusive=True)

@@ -60,6 +60,8 @@ def test_inspect_json(cli: Callable[..., Run], table: Path) -> None:
         "files": FINISHED + 1,
         "blocklets": sum(f.num_blocklets for _, f in snap.iter_files()),
         "rows": TOTAL_ROWS,
+        "deleted_rows": 0,
+        "deletion_vector_bytes": 0,
         "bytes": sum(f.committed_length for _, f in snap.iter_files()),
     }
     assert [(s["id"], s["status"], s["rows"]) for s in info["segments"]] == [
@@ -294,3 +296,25 @@ def test_version_flag_prints_the_package_version() -> None:
     result = CliRunner().invoke(cli_app, ["--version"])
     assert result.exit_code == 0
     assert result.output.strip() == f"carbonlite {__version__}"
+
+
+def test_deleted_rows_and_deletion_vectors_are_shown(cli: Callable[..., Run], table: Path) -> None:
+    """inspect and segments count rows deleted by deletion vectors and their bytes; verify
+    checks the vectors."""
+    import pyarrow.compute as pc
+
+    t = cl.open_table(table)
+    deleted = t.delete(pc.field("id") < 10).rows
+    assert deleted == 10
+    info = cli("inspect", table, "--blocklets", "--json").json()
+    assert info["summary"]["rows"] == TOTAL_ROWS - 10
+    assert info["summary"]["deleted_rows"] == 10
+    dv_bytes = sum(p.stat().st_size for p in table.rglob("*.dv"))
+    assert info["summary"]["deletion_vector_bytes"] == dv_bytes > 0
+    assert sum(b["deleted"] for b in info["blocklets"]) == 10
+    segments = cli("segments", table, "--json").json()
+    assert sum(s["deleted_rows"] for s in segments) == 10
+    human = cli("segments", table, columns=200).stdout
+    assert "deleted" in human and "dv size" in human
+    assert "10 rows deleted by deletion vectors" in cli("inspect", table, columns=200).stdout
+    assert "OK" in cli("verify", table).stdout
