@@ -55,7 +55,7 @@ from carbonlite.reader.scan import SplitReader, TableScan, read_splits
 from carbonlite.records import CommitRecord, SegmentInfo, read_history, segment_infos
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, TableWriter, now_ms
-from carbonlite.writer.batches import TableData
+from carbonlite.writer.batches import TableData, iter_record_batches
 from carbonlite.writer.modify import (
     MatchedAction,
     MergeResult,
@@ -287,10 +287,11 @@ class Table:
     def _upsert(self, data: TableData, txn: TxnMarker | None) -> CommitResult:
         """An append to a primary-key table: the last row of each key of ``data`` replaces
         the table's row of that key, or is inserted."""
+        batches = list(iter_record_batches(data))  # read once: a retry plans again on them
         try:
             plan, version = self._change_rows(
                 "UPSERT",
-                lambda snap, reader: plan_upsert(reader, snap, data, repr(self.path)),
+                lambda snap, reader: plan_upsert(reader, snap, batches, repr(self.path)),
                 txn,
             )
         except _TxnSkipped:
@@ -345,12 +346,13 @@ class Table:
         ):
             if value not in allowed:
                 raise InvalidOptionError(f"{name} must be one of {allowed}, not {value!r}")
+        batches = list(iter_record_batches(source))  # read once: a retry plans again on them
         plan, version = self._change_rows(
             "MERGE",
             lambda snap, reader: plan_merge(
                 reader,
                 snap,
-                source,
+                batches,
                 keys,
                 when_matched=when_matched,
                 when_not_matched=when_not_matched,

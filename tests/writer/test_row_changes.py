@@ -353,3 +353,29 @@ def test_invalid_primary_keys_are_refused(tmp_path: Path) -> None:
     with pytest.raises(cl.InvalidOptionError, match="repeats"):
         cl.create_table(tmp_path / "b", SCHEMA, primary_key=["id", "id"])
     assert not (tmp_path / "a").exists()
+
+
+def test_a_merge_source_read_once_is_planned_again_after_a_lost_race(
+    table: cl.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-shot source (a RecordBatchReader) still has its rows when the merge plans again."""
+    from carbonlite.writer import row_changes
+
+    other = cl.open_table(table.path)
+    real = row_changes.row_changes
+    calls = []
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            monkeypatch.setattr(row_changes, "row_changes", real)
+            other.delete(pc.field("id") == 1)  # same file, lands first
+            monkeypatch.setattr(row_changes, "row_changes", racing)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(row_changes, "row_changes", racing)
+    source = pa.RecordBatchReader.from_batches(SCHEMA, rows([2, 3, 40], v=1).to_batches())
+    result = table.merge(source, on=["id"])
+    assert len(calls) == 2 and (result.rows_updated, result.rows_inserted) == (2, 1)
+    got = {r["id"]: r["v"] for r in table.to_arrow().to_pylist()}
+    assert 1 not in got and got[2] == 21 and got[3] == 31 and got[40] == 401
