@@ -128,7 +128,11 @@ def test_metadata_commits_record_the_writer(tmp_path: Path) -> None:
     assert (records[-1].files_added, records[-1].files_removed) == (0, 0)
 
 
-@pytest.mark.parametrize("golden", sorted(p.name for p in DATA.glob("golden_v*") if p.is_dir()))
+# golden tables written before commit metrics existed (v4 on carry them)
+WITHOUT_METRICS = ["golden_v1", "golden_v2", "golden_v3"]
+
+
+@pytest.mark.parametrize("golden", WITHOUT_METRICS)
 def test_versions_of_older_writers_have_no_metrics(tmp_path: Path, golden: str) -> None:
     path = tmp_path / golden
     shutil.copytree(DATA / golden, path)
