@@ -70,7 +70,7 @@ from carbonlite.writer.modify import (
     source_table,
 )
 from carbonlite.writer.restore import RestoreCommit, plan_restore
-from carbonlite.writer.row_changes import commit_row_change
+from carbonlite.writer.row_changes import KeyCache, commit_row_change
 from carbonlite.writer.table_metadata import (
     MetadataCommit,
     with_columns,
@@ -110,6 +110,7 @@ class Table:
             self.storage, self.root, writer_id=writer_id, storage_options=self.storage_options
         )
         self._closed = False
+        self._key_cache = KeyCache()  # keys of blocklets merges and upserts have read
 
     def __repr__(self) -> str:
         if self._closed:
@@ -291,7 +292,9 @@ class Table:
         try:
             plan, version = self._change_rows(
                 "UPSERT",
-                lambda snap, reader: plan_upsert(reader, snap, batches, repr(self.path)),
+                lambda snap, reader: plan_upsert(
+                    reader, snap, batches, repr(self.path), self._key_cache
+                ),
                 txn,
             )
         except _TxnSkipped:
@@ -358,6 +361,7 @@ class Table:
                 when_not_matched=when_not_matched,
                 when_not_matched_by_source=when_not_matched_by_source,
                 where=repr(self.path),
+                cache=self._key_cache,
             ),
         )
         return MergeResult(version, plan.rows_updated, plan.rows_inserted, plan.rows_deleted)

@@ -53,19 +53,30 @@ class SplitReader:
         self.storage_options = dict(storage_options or {})
         self.version = version
         self._readers: dict[tuple[str, int], BlockletFileReader] = {}
+        self._dv_files: dict[str, bytes] = {}
         self._lock = threading.Lock()
+
+    def _dv_file(self, rel: str) -> bytes:
+        """The whole deletion-vector file ``rel``, read once per reader: one file holds the
+        vectors of many blocklets (one commit's, for one data file) and is small."""
+        with self._lock:
+            data = self._dv_files.get(rel)
+        if data is None:
+            try:
+                data = self.storage.read(self.storage.join(self.root, rel))
+            except FileNotFoundError:
+                raise DataUnavailableError(
+                    f"deletion-vector file {rel!r} is gone from storage (removed by clean, or "
+                    "deleted by hand)"
+                ) from None
+            with self._lock:
+                self._dv_files[rel] = data
+        return data
 
     def deletion_vector(self, ref: DeletionRef, rows: int) -> DeletionVector:
         """The deletion vector ``ref`` points to (of a blocklet of ``rows`` rows), checked."""
-        path = self.storage.join(self.root, ref.path)
         where = f"deletion vector at {ref.offset} of {ref.path!r}"
-        try:
-            data = self.storage.read(path, ref.offset, ref.offset + ref.length)
-        except FileNotFoundError:
-            raise DataUnavailableError(
-                f"deletion-vector file {ref.path!r} is gone from storage (removed by clean, or "
-                "deleted by hand)"
-            ) from None
+        data = memoryview(self._dv_file(ref.path))[ref.offset : ref.offset + ref.length]
         try:
             vector = DeletionVector.decode(data)
         except ValueError as exc:
@@ -144,6 +155,7 @@ class SplitReader:
             for reader in self._readers.values():
                 reader.close()
             self._readers.clear()
+            self._dv_files.clear()
 
 
 def _rows_only(num_rows: int) -> pa.RecordBatch:

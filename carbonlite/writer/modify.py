@@ -25,7 +25,13 @@ from carbonlite.reader.expression import Filter, parse_filter
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
 from carbonlite.writer.batches import TableData, conformed_batches, iter_record_batches
-from carbonlite.writer.row_changes import Selection, read_positions, select_rows
+from carbonlite.writer.row_changes import (
+    KeyCache,
+    Selection,
+    read_live_keys,
+    read_positions,
+    select_rows,
+)
 
 __all__ = [
     "MatchedAction",
@@ -193,11 +199,13 @@ def plan_merge(
     when_not_matched: NotMatchedAction,
     when_not_matched_by_source: NotMatchedBySourceAction,
     where: str,
+    cache: KeyCache | None = None,
 ) -> RowChangePlan:
     """Rows of ``source`` matched with live rows of the table by the key columns ``on``
     (SQL equality: a null key matches nothing). Matched target rows are updated (the source's
     columns replace theirs), deleted or left; unmatched source rows inserted or dropped;
-    target rows no source row matches deleted or left."""
+    target rows no source row matches deleted or left. ``cache``: decoded keys of blocklets
+    read by earlier merges of the same table (used when only the keys are read)."""
     schema = snapshot.schema
     src = source_table(source, schema, on, where)
     src = src.append_column(_SOURCE_ROW, pa.array(np.arange(src.num_rows, dtype=np.int64)))
@@ -213,7 +221,12 @@ def plan_merge(
     output = pa.schema([schema.field(n) for n in columns]) if columns is not None else schema
     located: list[tuple[Split, BlockletEntry]] = []
     batches = []
-    for split, blocklet, batch in read_positions(reader, splits, output, filter):
+    found = (
+        read_live_keys(reader, splits, output, cache)
+        if cache is not None and columns is not None
+        else read_positions(reader, splits, output, filter)
+    )
+    for split, blocklet, batch in found:
         number = len(located)
         located.append((split, blocklet))
         positions = batch.column(ROW_POSITION).to_numpy().astype(np.int64)
@@ -347,7 +360,11 @@ def deduplicated(table: pa.Table, keys: Sequence[str], where: str) -> pa.Table:
 
 
 def plan_upsert(
-    reader: SplitReader, snapshot: Snapshot, data: TableData, where: str
+    reader: SplitReader,
+    snapshot: Snapshot,
+    data: TableData,
+    where: str,
+    cache: KeyCache | None = None,
 ) -> RowChangePlan:
     """``data`` upserted into a primary-key table: its last row of each key replaces the live
     row of that key (whole rows: columns ``data`` lacks become null) or is inserted."""
@@ -363,6 +380,7 @@ def plan_upsert(
         when_not_matched="insert",
         when_not_matched_by_source="ignore",
         where=where,
+        cache=cache,
     )
     parameters = {
         "on": ",".join(keys),

@@ -14,6 +14,8 @@ same files do not matter, so a delete never conflicts with streaming ingestion.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,10 +46,12 @@ from carbonlite.writer.append import RowChanges, TableWriter
 __all__ = [
     "DV_SUFFIX",
     "MAX_ROW_CHANGE_ATTEMPTS",
+    "KeyCache",
     "PlannedChange",
     "Selection",
     "commit_row_change",
     "discard_deletions",
+    "read_live_keys",
     "read_positions",
     "row_changes",
     "select_rows",
@@ -105,6 +109,57 @@ def read_positions(
             blocklet,
             reader.read_blocklet(split, blocklet, output, filter, positions=True),
         )
+
+    for split, blocklet, batch in ordered_map(read, tasks):
+        if batch.num_rows:
+            yield split, blocklet, batch
+
+
+class KeyCache:
+    """Decoded key columns of committed blocklets, kept by one ``Table`` across its merges and
+    upserts, so that each reads only the blocklets committed since (a primary-key table looks
+    up every upsert's keys). A committed blocklet never changes: its file is only appended to,
+    and segment ids and file names are never reused. Deletions are applied on every use, from
+    the snapshot's vectors. Holds at most ``max_bytes``; past that, nothing more is kept."""
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._blocklets: dict[tuple[str, int, tuple[str, ...]], pa.RecordBatch] = {}
+        self._lock = threading.Lock()
+
+    def get(self, file: str, offset: int, columns: tuple[str, ...]) -> pa.RecordBatch | None:
+        with self._lock:
+            return self._blocklets.get((file, offset, columns))
+
+    def put(self, file: str, offset: int, columns: tuple[str, ...], batch: pa.RecordBatch) -> None:
+        with self._lock:
+            if self.nbytes + batch.nbytes <= self.max_bytes:
+                self._blocklets[(file, offset, columns)] = batch
+                self.nbytes += batch.nbytes
+
+
+def read_live_keys(
+    reader: SplitReader, splits: Sequence[Split], output: pa.Schema, cache: KeyCache
+) -> Iterator[tuple[Split, BlockletEntry, pa.RecordBatch]]:
+    """As :func:`read_positions` without a filter, the blocklets' columns ``output`` taken
+    from ``cache`` where it has them (and kept there when read)."""
+    columns = tuple(output.names)
+    tasks = ((s, b) for s in splits for b in s.blocklets)
+
+    def read(task: tuple[Split, BlockletEntry]) -> tuple[Split, BlockletEntry, pa.RecordBatch]:
+        split, blocklet = task
+        batch = cache.get(split.file, blocklet.offset, columns)
+        if batch is None:
+            raw = dataclasses.replace(split, deletions=())
+            batch = reader.read_blocklet(raw, blocklet, output, None)
+            cache.put(split.file, blocklet.offset, columns, batch)
+        positions = pa.array(np.arange(blocklet.num_rows, dtype=np.uint32))
+        batch = batch.append_column(pa.field(ROW_POSITION, pa.uint32(), nullable=False), positions)
+        ref = split.deletion_of(blocklet) if split.deletions else None
+        if ref is not None:
+            batch = batch.filter(reader.deletion_vector(ref, blocklet.num_rows).keep_mask())
+        return split, blocklet, batch
 
     for split, blocklet, batch in ordered_map(read, tasks):
         if batch.num_rows:
