@@ -379,3 +379,24 @@ def test_a_merge_source_read_once_is_planned_again_after_a_lost_race(
     assert len(calls) == 2 and (result.rows_updated, result.rows_inserted) == (2, 1)
     got = {r["id"]: r["v"] for r in table.to_arrow().to_pylist()}
     assert 1 not in got and got[2] == 21 and got[3] == 31 and got[40] == 401
+
+
+def test_upserts_with_cached_keys_see_deletes_handoffs_and_other_writers(
+    keyed: cl.Table,
+) -> None:
+    """The Table's key cache holds decoded keys of committed blocklets only; deletions come
+    from the snapshot at every use, and files another writer or a handoff made are read."""
+    keyed.append(rows([1, 2, 3]))
+    keyed.append(rows([3, 4], v=1))  # reads (and caches) the keys of the first blocklet
+    other = cl.open_table(keyed.path)
+    other.delete(pc.field("id") == 1)
+    other.append(rows([5]))
+    keyed.append(rows([1, 5], v=2))  # 1 was deleted: inserted again; 5 is other's: updated
+    got = {r["id"]: r["v"] for r in cl.open_table(keyed.path).to_arrow().to_pylist()}
+    assert got == {1: 12, 2: 20, 3: 31, 4: 41, 5: 52}
+    keyed.finish_streaming()
+    keyed.handoff()
+    keyed.append(rows([2, 6], v=3))
+    got = {r["id"]: r["v"] for r in cl.open_table(keyed.path).to_arrow().to_pylist()}
+    assert got == {1: 12, 2: 23, 3: 31, 4: 41, 5: 52, 6: 63}
+    assert keyed._key_cache.nbytes > 0  # it was used
