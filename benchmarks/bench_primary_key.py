@@ -156,10 +156,11 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     result = run(args.rows, args.batches, args.updates, args.repeat)
     result["machine"] = f"{platform.machine()}, {os.cpu_count()} cpus"
     result["load_average_start"] = load
-    result["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    result["started"] = started
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     u, a, s = result["upsert"], result["append"], result["scan_s"]
@@ -168,7 +169,7 @@ def main() -> None:
         f"{result['update_fraction']:.0%} updates | rows/s | last 10% p50 |\n|---|---:|---:|\n"
         f"| upsert (primary key) | {u['rows_per_s']:,.0f} | {u['last_tenth_p50_ms']:.1f} ms |\n"
         f"| append (no key) | {a['rows_per_s']:,.0f} | {a['last_tenth_p50_ms']:.1f} ms |\n"
-        f"\nupsert / append throughput: {1 / result['upsert_vs_append_rows_per_s']:.2f}x; "
+        f"\nappend / upsert throughput: {result['upsert_vs_append_rows_per_s']:.1f}x; "
         f"first 10% p50 {u['first_tenth_p50_ms']:.1f} ms\n"
         f"full scan: keyed before handoff {s['upsert_table_before_handoff']:.3f} s "
         f"({result['scan_ratio_before_handoff']:.2f}x of the append table), after handoff "
