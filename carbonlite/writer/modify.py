@@ -28,7 +28,7 @@ from carbonlite.writer.batches import TableData, conformed_batches, iter_record_
 from carbonlite.writer.row_changes import (
     KeyCache,
     Selection,
-    read_live_keys,
+    read_located_keys,
     read_positions,
     select_rows,
 )
@@ -220,20 +220,20 @@ def plan_merge(
             splits = plan_scan(snapshot, columns=columns, filter=filter).splits
     output = pa.schema([schema.field(n) for n in columns]) if columns is not None else schema
     located: list[tuple[Split, BlockletEntry]] = []
-    batches = []
-    found = (
-        read_live_keys(reader, splits, output, cache)
-        if cache is not None and columns is not None
-        else read_positions(reader, splits, output, filter)
-    )
-    for split, blocklet, batch in found:
-        number = len(located)
-        located.append((split, blocklet))
-        positions = batch.column(ROW_POSITION).to_numpy().astype(np.int64)
-        target_row = pa.array((number << 32) | positions, pa.int64())
-        batches.append(batch.drop_columns([ROW_POSITION]).append_column(_TARGET_ROW, target_row))
-    target_schema = pa.schema([*output, pa.field(_TARGET_ROW, pa.int64())])
-    target = pa.Table.from_batches(batches, schema=target_schema)
+    if cache is not None and columns is not None:  # only keys: from the cache, one mask
+        located, target = read_located_keys(reader, splits, output, cache, _TARGET_ROW)
+    else:
+        batches: list[pa.RecordBatch] = []
+        for split, blocklet, batch in read_positions(reader, splits, output, filter):
+            number = len(located)
+            located.append((split, blocklet))
+            positions = batch.column(ROW_POSITION).to_numpy().astype(np.int64)
+            target_row = pa.array((number << 32) | positions, pa.int64())
+            batches.append(
+                batch.drop_columns([ROW_POSITION]).append_column(_TARGET_ROW, target_row)
+            )
+        target_schema = pa.schema([*output, pa.field(_TARGET_ROW, pa.int64())])
+        target = pa.Table.from_batches(batches, schema=target_schema)
     keys = target.select([*on, _TARGET_ROW])
     pairs = keys.join(
         src.select([*on, _SOURCE_ROW]), keys=list(on), join_type="inner", use_threads=True

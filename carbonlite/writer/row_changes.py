@@ -51,7 +51,7 @@ __all__ = [
     "Selection",
     "commit_row_change",
     "discard_deletions",
-    "read_live_keys",
+    "read_located_keys",
     "read_positions",
     "row_changes",
     "select_rows",
@@ -139,31 +139,45 @@ class KeyCache:
                 self.nbytes += batch.nbytes
 
 
-def read_live_keys(
-    reader: SplitReader, splits: Sequence[Split], output: pa.Schema, cache: KeyCache
-) -> Iterator[tuple[Split, BlockletEntry, pa.RecordBatch]]:
-    """As :func:`read_positions` without a filter, the blocklets' columns ``output`` taken
-    from ``cache`` where it has them (and kept there when read)."""
+def read_located_keys(
+    reader: SplitReader,
+    splits: Sequence[Split],
+    output: pa.Schema,
+    cache: KeyCache,
+    locator: str,
+) -> tuple[list[tuple[Split, BlockletEntry]], pa.Table]:
+    """Every live row of ``splits`` in ``output``'s columns (the keys), plus a column
+    ``locator`` = ``n << 32 | position``: the row's position in the ``n``-th blocklet of the
+    list returned. Keys come from ``cache`` where it has them (new blocklets are decoded in
+    parallel and kept there); deletions are applied to all rows at once, as one mask."""
     columns = tuple(output.names)
-    tasks = ((s, b) for s in splits for b in s.blocklets)
+    located = [(s, b) for s in splits for b in s.blocklets]
+    found = [cache.get(s.file, b.offset, columns) for s, b in located]
+    missing = [n for n, batch in enumerate(found) if batch is None]
 
-    def read(task: tuple[Split, BlockletEntry]) -> tuple[Split, BlockletEntry, pa.RecordBatch]:
-        split, blocklet = task
-        batch = cache.get(split.file, blocklet.offset, columns)
-        if batch is None:
-            raw = dataclasses.replace(split, deletions=())
-            batch = reader.read_blocklet(raw, blocklet, output, None)
-            cache.put(split.file, blocklet.offset, columns, batch)
-        positions = pa.array(np.arange(blocklet.num_rows, dtype=np.uint32))
-        batch = batch.append_column(pa.field(ROW_POSITION, pa.uint32(), nullable=False), positions)
+    def read(n: int) -> pa.RecordBatch:
+        split, blocklet = located[n]
+        batch = reader.read_blocklet(
+            dataclasses.replace(split, deletions=()), blocklet, output, None
+        )
+        cache.put(split.file, blocklet.offset, columns, batch)
+        return batch
+
+    for n, batch in zip(missing, ordered_map(read, missing), strict=True):
+        found[n] = batch
+    rows = np.array([b.num_rows for _, b in located], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]) if len(rows) else rows
+    total = int(rows.sum())
+    keep = np.ones(total, dtype=np.bool_)
+    for n, (split, blocklet) in enumerate(located):
         ref = split.deletion_of(blocklet) if split.deletions else None
         if ref is not None:
-            batch = batch.filter(reader.deletion_vector(ref, blocklet.num_rows).keep_mask())
-        return split, blocklet, batch
-
-    for split, blocklet, batch in ordered_map(read, tasks):
-        if batch.num_rows:
-            yield split, blocklet, batch
+            keep[starts[n] + reader.deletion_vector(ref, blocklet.num_rows).positions] = False
+    numbers = np.repeat(np.arange(len(located), dtype=np.int64), rows)
+    positions = np.arange(total, dtype=np.int64) - np.repeat(starts, rows)
+    table = pa.Table.from_batches([b for b in found if b is not None], schema=output)
+    table = table.append_column(locator, pa.array((numbers << 32) | positions, pa.int64()))
+    return located, table.filter(pa.array(keep))
 
 
 def select_rows(
