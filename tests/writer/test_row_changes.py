@@ -32,6 +32,26 @@ def dv_files(path: Path) -> set[str]:
     return {str(p.relative_to(path)) for p in path.rglob("*.dv")}
 
 
+def race_before_commit(monkeypatch: pytest.MonkeyPatch, first_attempt: Any) -> list[int]:
+    """Run ``first_attempt()`` (another writer's commit) once a row change has planned, right
+    before it writes its vectors; returns the list of plans made (one entry each)."""
+    from carbonlite.writer import row_changes
+
+    real = row_changes.row_changes
+    plans: list[int] = []
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        plans.append(1)
+        if len(plans) == 1:
+            monkeypatch.setattr(row_changes, "row_changes", real)  # the other writer's own
+            first_attempt()
+            monkeypatch.setattr(row_changes, "row_changes", racing)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(row_changes, "row_changes", racing)
+    return plans
+
+
 @pytest.fixture
 def table(tmp_path: Path) -> cl.Table:
     t = cl.create_table(tmp_path / "t", SCHEMA, properties=SMALL)
@@ -150,21 +170,8 @@ def test_a_delete_that_loses_its_rows_to_a_concurrent_delete_plans_again(
 ) -> None:
     """Between planning and committing, another writer deletes rows of the same file: the
     first commit fails its requirement, its vectors are discarded, and it plans again."""
-    from carbonlite.writer import row_changes
-
     other = cl.open_table(table.path)
-    real = row_changes.row_changes
-    calls = []
-
-    def racing(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 1:
-            monkeypatch.setattr(row_changes, "row_changes", real)  # the other writer's own
-            other.delete(pc.field("id") == 0)  # same file, lands first
-            monkeypatch.setattr(row_changes, "row_changes", racing)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(row_changes, "row_changes", racing)
+    calls = race_before_commit(monkeypatch, lambda: other.delete(pc.field("id") == 0))
     result = table.delete(pc.field("id") < 3)
     assert len(calls) == 2 and result.version == 4 and result.rows == 2
     assert ids(table) == list(range(3, 20))
@@ -180,18 +187,8 @@ def test_a_delete_that_loses_its_rows_to_a_concurrent_delete_plans_again(
 def test_appends_never_conflict_with_a_delete(
     table: cl.Table, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from carbonlite.writer import row_changes
-
     other = cl.open_table(table.path)
-    real = row_changes.row_changes
-    calls = []
-
-    def racing(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        other.append(rows([100, 101]))  # into the same stream file
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(row_changes, "row_changes", racing)
+    calls = race_before_commit(monkeypatch, lambda: other.append(rows([100, 101])))  # same file
     table.delete(pc.field("id") < 3)
     assert len(calls) == 1  # no second plan
     assert ids(table) == [*range(3, 20), 100, 101]
@@ -359,21 +356,8 @@ def test_a_merge_source_read_once_is_planned_again_after_a_lost_race(
     table: cl.Table, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A one-shot source (a RecordBatchReader) still has its rows when the merge plans again."""
-    from carbonlite.writer import row_changes
-
     other = cl.open_table(table.path)
-    real = row_changes.row_changes
-    calls = []
-
-    def racing(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 1:
-            monkeypatch.setattr(row_changes, "row_changes", real)
-            other.delete(pc.field("id") == 1)  # same file, lands first
-            monkeypatch.setattr(row_changes, "row_changes", racing)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(row_changes, "row_changes", racing)
+    calls = race_before_commit(monkeypatch, lambda: other.delete(pc.field("id") == 1))
     source = pa.RecordBatchReader.from_batches(SCHEMA, rows([2, 3, 40], v=1).to_batches())
     result = table.merge(source, on=["id"])
     assert len(calls) == 2 and (result.rows_updated, result.rows_inserted) == (2, 1)
