@@ -135,6 +135,7 @@ def _header(snapshot: Snapshot) -> dict[str, Any]:
         "metadata": metadata_to_json(snapshot.metadata),
         "txns": dict(snapshot.txns),
         "data_version": snapshot.data_version,
+        "row_change_version": snapshot.row_change_version,
         "next_segment": snapshot.next_segment,
     }
 
@@ -277,6 +278,7 @@ def decode_checkpoint(
             segments=segments,
             txns=doc.get("txns", {}),
             data_version=doc.get("data_version"),
+            row_change_version=doc.get("row_change_version"),
             manifests=manifests,
             next_segment=next_segment,
         )

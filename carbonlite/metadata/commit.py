@@ -38,6 +38,7 @@ __all__ = [
     "PendingCommit",
     "SegmentNotWritableError",
     "TransactionAlreadyCommitted",
+    "backoff",
     "commit",
 ]
 
@@ -70,7 +71,8 @@ def _maybe_checkpoint(log: Log, snapshot: Snapshot) -> Snapshot:
         return snapshot
 
 
-def _backoff(attempt: int) -> float:
+def backoff(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1`` after losing a race (jittered, capped)."""
     return min(0.25, 0.001 * (2 ** min(attempt, 8))) * random.uniform(0.5, 1.5)
 
 
@@ -118,7 +120,7 @@ def commit(
             continue
         # Back off first, then catch up: a snapshot that went stale during the sleep would lose
         # to any writer committing more often than the backoff, every time.
-        time.sleep(_backoff(attempt))
+        time.sleep(backoff(attempt))
         for winner in log.advance(snapshot):
             check_requirements(pending.requirements, winner, read_version)
             snapshot = winner

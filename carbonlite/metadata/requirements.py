@@ -30,6 +30,7 @@ __all__ = [
     "FileAppendable",
     "MetadataUnchanged",
     "Requirement",
+    "RowsUnchangedSince",
     "SegmentAbsent",
     "SegmentAsPlanned",
     "SegmentNotWritableError",
@@ -221,6 +222,27 @@ class DeletionsAsRead:
                 f"{why} (version {snapshot.version}); nothing was committed",
                 read_version=read_version,
                 conflicting_version=snapshot.version,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class RowsUnchangedSince:
+    """No commit after the one read changed rows it had to read first (a delete, update,
+    merge, upsert, restore or overwrite: ``Snapshot.row_change_version``). Blind appends and
+    maintenance do not count, so streaming ingestion never makes a row-level change retry;
+    two row-level changes are serialized (Delta's WriteSerializable): the later one plans
+    again on the newest version."""
+
+    operation: str = "delete"
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        if snapshot.row_change_version > read_version:
+            raise RowsChangedError(
+                f"{self.operation} of {snapshot.table_path!r} read version {read_version}, but "
+                f"version {snapshot.row_change_version} changed rows meanwhile; nothing was "
+                "committed",
+                read_version=read_version,
+                conflicting_version=snapshot.row_change_version,
             )
 
 

@@ -34,7 +34,7 @@ from carbonlite.names import check_log_name, check_log_path
 if TYPE_CHECKING:
     from carbonlite.metadata.manifest import ManifestSet
 
-__all__ = ["FileState", "SegmentState", "Snapshot"]
+__all__ = ["ROW_LEVEL_OPERATIONS", "FileState", "SegmentState", "Snapshot"]
 
 _STATUSES = ("STREAMING", "STREAMING_FINISH", "SUCCESS", "COMPACTED", "MARKED_FOR_DELETE")
 _TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -58,6 +58,7 @@ class Snapshot:
         "manifests",
         "metadata",
         "next_segment",
+        "row_change_version",
         "table_path",
         "timestamp",
         "txns",
@@ -76,12 +77,20 @@ class Snapshot:
         data_version: int | None = None,
         manifests: ManifestSet | None = None,
         next_segment: int | None = None,
+        row_change_version: int | None = None,
     ) -> None:
         self.table_path = table_path
         self.version = version
         self.data_version = version if data_version is None else data_version
         """The newest version that changed data (``commitInfo.data_change``); at most
         ``version``. An overwrite requires it unchanged since the version it read."""
+        self.row_change_version = (
+            self.data_version if row_change_version is None else row_change_version
+        )
+        """The newest version whose commit read the table to change rows (an operation in
+        :data:`ROW_LEVEL_OPERATIONS`, or one that deleted rows); at most ``data_version``
+        (unknown, in checkpoints of older writers: ``data_version``). A row-level change
+        requires it unchanged since the version it read: only blind appends commute with it."""
         self.timestamp = timestamp
         self.metadata = metadata
         self._segments: OrderedMap[str, SegmentState] = (
@@ -158,6 +167,7 @@ class Snapshot:
             "segments": self._segments,
             "txns": self.txns,
             "data_version": self.data_version,
+            "row_change_version": self.row_change_version,
             "manifests": self.manifests,
             "next_segment": self.next_segment,
         }
@@ -218,7 +228,24 @@ class Snapshot:
             data_version=version if info is not None and info.data_change else self.data_version,
             manifests=self.manifests,
             next_segment=state.next_segment,
+            row_change_version=version
+            if info is not None and info.data_change and _changes_rows(info, actions)
+            else self.row_change_version,
         )
+
+
+ROW_LEVEL_OPERATIONS = frozenset({"DELETE", "UPDATE", "MERGE", "UPSERT", "RESTORE"})
+"""Operations that read the table to decide what they write (not blind appends)."""
+
+
+def _changes_rows(info: CommitInfo, actions: list[Action]) -> bool:
+    """Whether a data-changing commit read the table to change it: a row-level operation, or
+    one that deleted rows (deletion vectors, or segments an overwrite marked for delete)."""
+    return info.operation in ROW_LEVEL_OPERATIONS or any(
+        isinstance(a, RowsDeleted)
+        or (isinstance(a, SegmentStatusChanged) and a.status == "MARKED_FOR_DELETE")
+        for a in actions
+    )
 
 
 def _segment_number(segment_id: str) -> int:

@@ -34,6 +34,7 @@ from carbonlite.metadata import (
     MetadataUnchanged,
     Requirement,
     RowsDeleted,
+    RowsUnchangedSince,
     SegmentAdded,
     SegmentNotWritableError,
     SegmentStatusChanged,
@@ -127,6 +128,9 @@ class RowChanges:
     exclusive: bool = False
     """Requires that no data changed since ``read_version`` at all (a primary-key upsert:
     a concurrent insert of the same key would make it two rows); the change plans again."""
+    row_level: bool = False
+    """A delete, update, merge or upsert (set by ``row_changes``): it conflicts with every
+    other row-level change committed since it read (``RowsUnchangedSince``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +155,8 @@ class AppendCommit:
     """``deletion_version`` of every (segment, file) whose rows it read to find them."""
     exclusive: bool = False
     """No data may have changed since the version it read (``RowChanges.exclusive``)."""
+    row_level: bool = False
+    """A delete, update, merge or upsert: it read rows to decide what it writes."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -161,8 +167,9 @@ class AppendCommit:
         requirements: list[Requirement] = []
         if self.metadata is not None:
             requirements.append(MetadataUnchanged(self.metadata[0]))
-        if self.deletions_read:
+        if self.deletions_read or self.deletions or self.row_level:
             requirements.append(DeletionsAsRead(self.deletions_read, self.operation.lower()))
+            requirements.append(RowsUnchangedSince(self.operation.lower()))
         if self.txn is not None:
             requirements.append(TxnNotCommitted(self.txn.app_id, self.txn.batch_id))
         if self.overwrite:
@@ -450,6 +457,7 @@ class TableWriter:
             deletions=changes.deletions,
             deletions_read=changes.deletions_read,
             exclusive=changes.exclusive,
+            row_level=changes.row_level,
         )
         if lease is not None:
             lease.check()
@@ -497,7 +505,20 @@ class TableWriter:
 
     def _check_written(self, pending: AppendCommit) -> None:
         """Refuse to commit bytes that are no longer there (a file removed or cut behind the
-        writer's back, e.g. by ``recover`` with a tiny ``min_age``)."""
+        writer's back, e.g. by ``recover`` with a tiny ``min_age``): appended blocklets and
+        deletion-vector files alike."""
+        for d in pending.deletions:
+            path = self.storage.join(self.root, d.dv_file)
+            try:
+                size = self.storage.size(path)
+            except FileNotFoundError:
+                size = -1
+            if size != d.size:
+                raise CommitConflictError(
+                    f"deletion-vector file {d.dv_file!r} was removed or changed before its "
+                    "commit (by recover with a small min_age?); nothing was committed, run the "
+                    "operation again"
+                )
         for a in pending.appends:
             path = self.storage.join(self.root, a.file)
             try:

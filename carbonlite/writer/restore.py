@@ -53,6 +53,7 @@ from carbonlite.metadata import (
 )
 from carbonlite.storage import Storage
 from carbonlite.writer.append import elapsed_ms, now_ms
+from carbonlite.writer.row_changes import dv_path
 from carbonlite.writer.stream_file import copy_blocklets
 
 __all__ = ["RestoreCommit", "plan_restore"]
@@ -150,7 +151,7 @@ def _copy_deletions(
     if not f.deletions:
         return None
     moved = {old.offset: new.offset for old, new in zip(f.blocklets, copied.blocklets, strict=True)}
-    dv_file = f"{copied.file}.{uuid.uuid4().hex[:16]}.dv"
+    dv_file = dv_path(copied.file, uuid.uuid4().hex[:16])
     parts, refs, size = [], [], 0
     for offset, ref in f.deletion_items():
         blob = storage.read(storage.join(root, ref.path), ref.offset, ref.offset + ref.length)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -37,11 +39,13 @@ from carbonlite.metadata import (
     TxnMarker,
     TxnNotCommitted,
 )
+from carbonlite.metadata.commit import backoff
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
 from carbonlite.storage import Storage
 from carbonlite.writer.append import RowChanges, TableWriter
+from carbonlite.writer.lease import Lease
 
 __all__ = [
     "DV_SUFFIX",
@@ -51,6 +55,7 @@ __all__ = [
     "Selection",
     "commit_row_change",
     "discard_deletions",
+    "dv_path",
     "read_located_keys",
     "read_positions",
     "row_changes",
@@ -198,17 +203,21 @@ def select_rows(
     return selection, batches
 
 
+def dv_path(data_file: str, token: str) -> str:
+    """The deletion-vector file of ``data_file`` that the change ``token`` writes."""
+    return f"{data_file}.{token}{DV_SUFFIX}"
+
+
 def write_deletions(
-    storage: Storage, root: str, reader: SplitReader, selection: Selection
+    storage: Storage, root: str, reader: SplitReader, selection: Selection, token: str
 ) -> tuple[RowsDeleted, ...]:
-    """Write one deletion-vector file per data file of ``selection``: every touched
-    blocklet's vector, the rows deleted before included. Nothing is visible until the
-    ``deleteRows`` actions returned are committed."""
-    token = uuid.uuid4().hex[:16]
+    """Write one deletion-vector file per data file of ``selection`` (:func:`dv_path`):
+    every touched blocklet's vector, the rows deleted before included. Nothing is visible
+    until the ``deleteRows`` actions returned are committed."""
     out = []
     for (sid, path), per_blocklet in sorted(selection.blocklets.items()):
         f = selection.snapshot.segments[sid].files[path]
-        dv_file = f"{path}.{token}{DV_SUFFIX}"
+        dv_file = dv_path(path, token)
         parts: list[bytes] = []
         refs: list[DeletionRef] = []
         size = 0
@@ -243,16 +252,21 @@ def row_changes(
     selection: Selection,
     parameters: Mapping[str, str],
     *,
+    token: str,
     exclusive: bool = False,
 ) -> RowChanges:
-    """The deleting half of a commit: ``selection``'s vectors written, and what they need."""
-    deletions = write_deletions(storage, root, reader, selection) if selection.blocklets else ()
+    """The deleting half of a commit: ``selection``'s vectors written (by the change
+    ``token``), and what they need."""
+    deletions = (
+        write_deletions(storage, root, reader, selection, token) if selection.blocklets else ()
+    )
     return RowChanges(
         deletions,
         selection.files_read(),
         dict(parameters),
         read_version=selection.snapshot.version,
         exclusive=exclusive,
+        row_level=True,
     )
 
 
@@ -314,25 +328,32 @@ def commit_row_change(
             planned = plan(snapshot, reader)
             if not planned.changes_anything and txn is None:
                 return planned, None, snapshot
-            changes = row_changes(
-                storage,
-                root,
-                reader,
-                planned.selection,
-                planned.parameters,
-                exclusive=planned.exclusive,
-            )
+            token = uuid.uuid4().hex[:16]
+            vectors = [dv_path(path, token) for _, path in planned.selection.blocklets]
+            # recover leaves the vector files alone from before they exist until the commit
+            lease = Lease(storage, root, owner=f"{operation.lower()} {token}", paths=vectors)
+            with lease if vectors else nullcontext():
+                changes = row_changes(
+                    storage,
+                    root,
+                    reader,
+                    planned.selection,
+                    planned.parameters,
+                    token=token,
+                    exclusive=planned.exclusive,
+                )
+                try:
+                    result, snapshot = writer.write(
+                        log, snapshot, planned.data, operation=operation, changes=changes, txn=txn
+                    )
+                except CommitConflictError as exc:
+                    discard_deletions(storage, root, changes.deletions)  # nothing was committed
+                    if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
+                        time.sleep(backoff(attempt))  # another row-level change won
+                        continue
+                    raise
         finally:
             reader.close()
-        try:
-            result, snapshot = writer.write(
-                log, snapshot, planned.data, operation=operation, changes=changes, txn=txn
-            )
-        except CommitConflictError as exc:
-            discard_deletions(storage, root, changes.deletions)  # nothing was committed
-            if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
-                continue
-            raise
         if result.skipped:  # the batch landed meanwhile: these vectors are not needed
             discard_deletions(storage, root, changes.deletions)
             return None, None, snapshot

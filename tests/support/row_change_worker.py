@@ -1,0 +1,256 @@
+"""A worker for the row-change crash and concurrency tests: runs a list of operations
+(delete, update, merge, append, finish_streaming, handoff, compact) on a table, saying what
+each one committed.
+
+    python -m tests.support.row_change_worker serve       # fork server (crash tests)
+    python -m tests.support.row_change_worker run SPEC    # one worker in this process
+    python -m tests.support.row_change_worker run @FILE   # the same, the spec in a file
+
+Operations are JSON objects the test makes (``tests/support/row_ops.py``), so the test knows
+the exact input of every operation and replays them on the pyarrow model. A spec:
+
+    table       path of the table
+    writer_id   writer id (a restarted crash worker reuses it, and so its stream file)
+    ops         the operations, run in order; ``first`` is the number of the first one
+    stop_file   (run mode) stop before the next operation once this file exists
+    barrier     (run mode) {"dir", "me", "all"}: start together (table_worker.wait_until_ready)
+    done_file   (run mode) create this file when the last operation is done
+    pause       (run mode) seconds to sleep after each operation
+    gate        (run mode) hold the first log write until another process is about to
+                write too (``tests.support.table_worker._install_gate``)
+
+Forked children (serve mode) write unbuffered lines to stdout:
+
+    pid <pid>               first line
+    start <i>               operation i begins
+    phase dv                deletion-vector files were written (nothing committed yet)
+    phase writing           a handoff or compaction creates an output file
+    phase committing        a log version is about to be put
+    phase committed         it was put (the operation has not returned yet)
+    done <i> <json>         operation i returned: {"versions": [...], "counts": [...]}
+    finished                every operation ran
+    error <json traceback>  an exception
+
+In run mode it prints one JSON object at the end: {"results": [[i, result], ...],
+"errors": [[i, "Type: message"], ...], "lost_races": n, "replanned": n,
+"compaction_rounds_discarded": n} (an error is a CarbonLiteError the operation raised, such
+as a CommitConflictError after its bounded retries; it committed nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import carbonlite
+import carbonlite.writer.row_changes as row_changes_module
+from carbonlite.errors import CarbonLiteError
+from carbonlite.format import BlockletFileWriter
+from carbonlite.metadata.log import Log
+from tests.support.fork_server import ForkServer, out, run_child, serve
+from tests.support.row_ops import run_op
+
+
+def _report_phases() -> None:
+    """Print a line as each phase begins (the real methods run; the wrappers only print)."""
+    real_write_deletions = row_changes_module.write_deletions
+    real_writer_init = BlockletFileWriter.__init__
+    real_try_write = Log.try_write
+
+    def write_deletions(*args: Any, **kwargs: Any) -> Any:
+        written = real_write_deletions(*args, **kwargs)
+        out("phase dv")
+        return written
+
+    def writer_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        out("phase writing")
+        real_writer_init(self, *args, **kwargs)
+
+    def try_write(self: Log, version: int, actions: Any, snapshot: Any) -> bool:
+        out("phase committing")
+        won = real_try_write(self, version, actions, snapshot)
+        if won:
+            out("phase committed")
+        return won
+
+    row_changes_module.write_deletions = write_deletions
+    BlockletFileWriter.__init__ = writer_init  # type: ignore[method-assign]
+    Log.try_write = try_write  # type: ignore[method-assign]
+
+
+def forked(spec: dict[str, Any]) -> None:
+    """One crash-test child: run the operations, saying what each committed."""
+    _report_phases()
+    table = carbonlite.open_table(spec["table"], writer_id=spec["writer_id"])
+    for i, op in enumerate(spec["ops"], start=spec.get("first", 0)):
+        out(f"start {i}")
+        result = run_op(table, op)
+        out(f"done {i} {json.dumps(result)}")
+    out("finished")
+
+
+_counts = {"lost_races": 0, "replanned": 0, "compaction_rounds_discarded": 0}
+
+
+def _count_races() -> None:
+    """Count log writes lost to another process, row changes that planned again after a
+    conflict (their deletion vectors discarded), and compaction rounds discarded after a
+    conflict (the real functions run; the wrappers only count)."""
+    import carbonlite.compaction.run as run_module
+
+    real_try_write = Log.try_write
+    real_discard = row_changes_module.discard_deletions
+    real_discard_outputs = run_module._discard_outputs
+
+    def try_write(self: Log, version: int, actions: Any, snapshot: Any) -> bool:
+        won = real_try_write(self, version, actions, snapshot)
+        _counts["lost_races"] += not won
+        return won
+
+    def discard_deletions(*args: Any, **kwargs: Any) -> None:
+        _counts["replanned"] += 1
+        real_discard(*args, **kwargs)
+
+    def discard_outputs(*args: Any, **kwargs: Any) -> None:
+        _counts["compaction_rounds_discarded"] += 1
+        real_discard_outputs(*args, **kwargs)
+
+    Log.try_write = try_write  # type: ignore[method-assign]
+    row_changes_module.discard_deletions = discard_deletions
+    run_module._discard_outputs = discard_outputs
+
+
+def loop(spec: dict[str, Any]) -> dict[str, Any]:
+    """One concurrency-test worker: the operations until the stop file appears."""
+    from tests.support.table_worker import _install_gate, wait_until_ready
+
+    _count_races()
+    if spec.get("gate"):
+        _install_gate(spec["gate"])
+    table = carbonlite.open_table(spec["table"], writer_id=spec.get("writer_id"))
+    if spec.get("barrier"):
+        wait_until_ready(spec["barrier"], spec["barrier"]["me"])
+    results: list[list[Any]] = []
+    errors: list[list[Any]] = []
+    stop = spec.get("stop_file")
+    pause = spec.get("pause", 0.0)
+    for i, op in enumerate(spec["ops"], start=spec.get("first", 0)):
+        if stop and os.path.exists(stop):
+            break
+        try:
+            results.append([i, run_op(table, op)])
+        except CarbonLiteError as exc:
+            errors.append([i, f"{type(exc).__name__}: {exc}"])
+        if pause:
+            time.sleep(pause)
+    if spec.get("done_file"):
+        with open(spec["done_file"], "w"):
+            pass
+    return {"results": results, "errors": errors, **_counts}
+
+
+# --- the test side --------------------------------------------------------------------------
+
+
+class RowChangeServer(ForkServer):
+    """The test's handle on one fork server of row-change workers."""
+
+    def __init__(self) -> None:
+        super().__init__("tests.support.row_change_worker", "row-change worker", AssertionError)
+        self.current: RowChangeRun | None = None
+
+    def start(self, spec: dict[str, Any]) -> RowChangeRun:
+        if self.current is not None and self.current.exit_code is None:
+            self.current.kill()  # left running by a failed test: it would read our spec
+        self.current = RowChangeRun(self, self.fork(spec), spec)
+        return self.current
+
+
+class RowChangeRun:
+    """One forked worker: what it reported, and a way to kill it."""
+
+    def __init__(self, server: RowChangeServer, pid: int, spec: dict[str, Any]) -> None:
+        self.server = server
+        self.pid = pid
+        self.spec = spec
+        self.done: list[tuple[int, dict[str, Any]]] = []
+        """(operation number, result) of every ``done`` line, in order."""
+        self.started: list[int] = []
+        self.phases: list[tuple[int, str]] = []
+        """(operation number, phase) of every phase line."""
+        self.finished = False
+        self.exit_code: int | None = None
+
+    @property
+    def in_flight(self) -> int | None:
+        """The operation that had started and not returned when the worker stopped."""
+        if self.started and (not self.done or self.done[-1][0] != self.started[-1]):
+            return self.started[-1]
+        return None
+
+    def _take(self, timeout: float) -> str:
+        line = self.server.next_line(timeout)
+        kind, _, rest = line.partition(" ")
+        if kind == "start":
+            self.started.append(int(rest))
+        elif kind == "phase":
+            self.phases.append((self.started[-1] if self.started else -1, rest))
+        elif kind == "done":
+            number, _, result = rest.partition(" ")
+            self.done.append((int(number), json.loads(result)))
+        elif kind == "finished":
+            self.finished = True
+        elif kind == "exited":
+            self.exit_code = int(rest)
+        elif kind == "error":
+            raise AssertionError(f"worker {self.pid} failed:\n{json.loads(rest)}")
+        return line
+
+    def wait_done(self, count: int, timeout: float = 60) -> bool:
+        """Read lines until ``count`` more operations are done (False if the run ended)."""
+        target = len(self.done) + count
+        while len(self.done) < target:
+            if self.exit_code is not None or self.finished:
+                return False
+            self._take(timeout)
+        return True
+
+    def wait_phase(self, phases: set[str], ops: set[int] | None, timeout: float = 60) -> bool:
+        """Read lines until a phase of ``phases`` begins in one of ``ops`` (any when None);
+        False if the run ended first."""
+        while self.exit_code is None and not self.finished:
+            line = self._take(timeout)
+            if line.startswith("phase "):
+                op, phase = self.phases[-1]
+                if phase in phases and (ops is None or op in ops):
+                    return True
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL the worker (unless it already ended) and collect everything it printed."""
+        if self.exit_code is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        while self.exit_code is None:
+            self._take(60)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        serve(forked)
+    elif sys.argv[1] == "run":
+        if sys.argv[2].startswith("@"):  # a file holding the spec (long operation lists)
+            with open(sys.argv[2][1:]) as f:
+                spec = json.load(f)
+        else:
+            spec = json.loads(sys.argv[2])
+        print(json.dumps(loop(spec)))
+    elif sys.argv[1] == "once":
+        sys.exit(run_child(forked, json.loads(sys.argv[2])))
+    else:
+        sys.exit(f"unknown command {sys.argv[1]!r}")
