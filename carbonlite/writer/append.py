@@ -200,7 +200,7 @@ class AppendCommit:
             for seg in snapshot.live_segments():
                 if seg.segment_id not in self.new_segments:
                     actions.append(SegmentStatusChanged(seg.segment_id, "MARKED_FOR_DELETE"))
-                    rows_removed += seg.num_rows
+                    rows_removed += seg.live_rows
                     bytes_removed += seg.num_bytes
                     files_removed += len(seg.files)
         for d in self.deletions:

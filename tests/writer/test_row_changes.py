@@ -409,3 +409,9 @@ def test_row_changes_on_local_disk_and_s3(place: Any) -> None:
     cleaned = fresh.clean(retention=0, force=True)
     assert any(f.endswith(".dv") for f in cleaned.files)
     assert {r["id"]: r["v"] for r in fresh.to_arrow().to_pylist()} == want
+
+
+def test_an_overwrite_counts_only_the_rows_it_removes(table: cl.Table) -> None:
+    table.delete(pc.field("id") < 5)
+    table.overwrite(rows([100]))
+    assert table.history(1)[0].rows_removed == 15
