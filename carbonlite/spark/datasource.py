@@ -80,6 +80,10 @@ class CarbonLiteDataSource(DataSource):
         columns = options.get_list("columns")
         if columns:
             schema = project_schema(schema, columns, where=repr(table.path))
+        if options.get_bool("readChangeFeed"):
+            from carbonlite.spark.change_feed import with_changes
+
+            schema = with_changes(schema)
         return spark_schema(schema)
 
     def reader(self, schema: Any) -> DataSourceReader:
@@ -95,7 +99,12 @@ class CarbonLiteDataSource(DataSource):
         return CarbonLiteStreamWriter(self._options("writeStream"), schema, overwrite)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return CarbonLiteStreamReader(self._options("readStream"), schema)
+        options = self._options("readStream")
+        if options.get_bool("readChangeFeed"):
+            from carbonlite.spark.change_feed import CarbonLiteChangeFeedReader
+
+            return CarbonLiteChangeFeedReader(options, schema)
+        return CarbonLiteStreamReader(options, schema)
 
 
 class CarbonLitePushdownDataSource(CarbonLiteDataSource):

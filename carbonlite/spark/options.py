@@ -32,6 +32,7 @@ OPTIONS: dict[Route, tuple[str, ...]] = {
         "startingVersion",
         "startingTimestamp",
         "skipChangeCommits",
+        "readChangeFeed",
     ),
     "write": (*_COMMON, "sortColumns", "txnAppId", "txnVersion", "carbonlite.saveMode"),
     "writeStream": (*_COMMON, "sortColumns", "txnAppId", "checkpointLocation"),

@@ -134,3 +134,26 @@ def test_spark_sql_does_not_route_row_level_commands_to_a_python_source(
             spark.sql(sql)
         assert "carbonlite" not in type(info.value).__module__
     assert cl.open_table(path).count_rows() == 2
+
+
+def test_change_feed_stream(spark: Any, tmp_path: Any, stop_queries: None) -> None:
+    """readChangeFeed=true streams every commit's changes with Table.changes' columns; from
+    the start, the rows at the latest version first arrive as inserts."""
+    path = str(tmp_path / "t")
+    t = cl.create_table(path, SCHEMA)
+    t.append(pa.table({"id": [1, 2, 3], "v": [1, 2, 3]}, schema=SCHEMA))  # 1
+    t.delete(pc.field("id") == 1)  # 2
+    t.update(pc.field("id") == 2, {"v": 20})  # 3
+    t.merge(pa.table({"id": [3, 4], "v": [30, 40]}, schema=SCHEMA), on=["id"])  # 4
+    t.finish_streaming()
+    t.handoff()  # no changes
+    key = ["_commit_version", "_change_type", "id", "v"]
+
+    def rows(table: pa.Table) -> list[tuple[Any, ...]]:
+        return sorted(tuple(r[k] for k in key) for r in table.select(key).to_pylist())
+
+    _, got = read_into_memory(spark, path, readChangeFeed="true", startingVersion=1)
+    assert rows(got) == rows(t.changes(1))
+    assert ("update_preimage" in got.column("_change_type").to_pylist()) and len(rows(got)) == 9
+    _, initial = read_into_memory(spark, path, readChangeFeed="true", maxFilesPerTrigger=1)
+    assert rows(initial) == [(t.version, "insert", i, v) for i, v in ((2, 20), (3, 30), (4, 40))]

@@ -1,0 +1,125 @@
+"""``spark.readStream.format("carbonlite").option("readChangeFeed", "true")``: the change feed.
+
+Each row carries the change columns of ``Table.changes`` (``_change_type`` in ``insert``,
+``delete``, ``update_preimage``, ``update_postimage``; ``_commit_version``;
+``_commit_timestamp``). Without ``startingVersion``/``startingTimestamp`` the stream starts
+with the table's rows at the latest version, as inserts of that version (Delta's behaviour),
+then every later commit's changes. Offsets are those of the plain stream source (the version
+to read next); a micro-batch takes whole versions: ``maxFilesPerTrigger`` counts versions
+(the initial rows count as one), and the other limits are not applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
+
+from carbonlite.create import open_table
+from carbonlite.reader.changes import CHANGE_COLUMNS, read_changes
+from carbonlite.spark.options import SparkOptions
+from carbonlite.spark.source import CarbonLiteStreamReader, _offset, _position
+from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
+
+__all__ = ["CHANGE_NAMES", "CarbonLiteChangeFeedReader", "ChangeFeedPartition", "with_changes"]
+
+CHANGE_NAMES = frozenset(f.name for f in CHANGE_COLUMNS)
+
+
+def with_changes(schema: pa.Schema) -> pa.Schema:
+    """``schema`` and the change columns after it (what a change-feed stream returns)."""
+    return pa.schema([*schema, *CHANGE_COLUMNS])
+
+
+@dataclass
+class ChangeFeedPartition(InputPartition):
+    """One version's changes, or (``initial``) the rows at ``version`` as inserts."""
+
+    uri: str
+    storage_options: dict[str, Any]
+    columns: list[str]
+    output: pa.Schema
+    version: int
+    initial: bool
+
+
+def _without_change_columns(spark_schema: Any) -> Any:
+    from pyspark.sql.types import StructType
+
+    if spark_schema is None:
+        return None
+    return StructType([f for f in spark_schema.fields if f.name not in CHANGE_NAMES])
+
+
+class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
+    """The stream source in change-feed mode (see the module's documentation)."""
+
+    def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
+        super().__init__(options, _without_change_columns(spark_schema))
+        fields = [self.table_schema.field(c) for c in self.columns]
+        self.output = spark_arrow_schema(with_changes(pa.schema(fields)))
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        version = _position(start).version
+        latest = self._latest()
+        if version > latest:
+            return start
+        most = None
+        if isinstance(limit, ReadMaxFiles):
+            most = limit.max_files
+        elif not isinstance(limit, ReadAllAvailable):
+            most = self.max_files
+        end = latest + 1 if most is None else min(latest + 1, version + max(1, most))
+        return _offset(end, 0, False)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        first, stop = _position(start), _position(end)
+        parts: list[InputPartition] = []
+        for version in range(first.version, stop.version):
+            parts.append(
+                ChangeFeedPartition(
+                    uri=self.uri,
+                    storage_options=self.storage_options,
+                    columns=self.columns,
+                    output=self.output,
+                    version=version,
+                    initial=first.initial and version == first.version,
+                )
+            )
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ChangeFeedPartition)
+        yield from read_change_partition(partition)
+
+
+def read_change_partition(p: ChangeFeedPartition) -> Iterator[pa.RecordBatch]:
+    """The rows of one change-feed partition, Spark-typed (runs on an executor)."""
+    table = open_table(p.uri, storage_options=p.storage_options or None)
+    snapshot = table.snapshot(p.version)
+    if p.initial:
+        rows = table.to_arrow(columns=p.columns, version=p.version)
+        n = rows.num_rows
+        extra = [
+            pa.array(["insert"] * n, pa.string()),
+            pa.array([p.version] * n, pa.int64()),
+            pa.array([snapshot.timestamp] * n, pa.int64()).cast(CHANGE_COLUMNS[2].type),
+        ]
+        changes = pa.Table.from_arrays([*rows.columns, *extra], schema=with_changes(rows.schema))
+    else:
+        before = table.log.load_version(p.version - 1, snapshot) if p.version > 0 else None
+        changes = read_changes(
+            table.storage,
+            table.root,
+            table.log,
+            before,
+            p.version,
+            snapshot.schema,
+            storage_options=table.storage_options,
+        ).select([*p.columns, *(f.name for f in CHANGE_COLUMNS)])
+    for batch in changes.to_batches():
+        yield cast_for_spark(batch, p.output)
