@@ -23,6 +23,13 @@ SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 DDL = "id long, v long"
 
 
+def in_order(source: str, count: int) -> None:
+    """Give ``<n>.parquet`` modification times a second apart: Spark's file source takes
+    files oldest first, and files written within one millisecond tie."""
+    for n in range(count):
+        os.utime(f"{source}/{n}.parquet", (1_700_000_000 + n, 1_700_000_000 + n))
+
+
 def by_id(table: pa.Table) -> dict[int, int]:
     return {r["id"]: r["v"] for r in table.to_pylist()}
 
@@ -52,6 +59,7 @@ def test_stream_sink_upserts_into_a_primary_key_table(
     ]
     for n, batch in enumerate(batches):
         pq.write_table(batch, f"{source}/{n}.parquet")
+    in_order(source, len(batches))
     cl.create_table(path, SCHEMA, primary_key=["id"])
     finish(
         spark.readStream.schema(DDL)
@@ -97,6 +105,7 @@ def test_merge_inside_foreach_batch(spark: Any, tmp_path: Any, stop_queries: Non
     os.makedirs(source)
     pq.write_table(pa.table({"id": [1, 2], "v": [10, 20]}, schema=SCHEMA), f"{source}/0.parquet")
     pq.write_table(pa.table({"id": [2, 3], "v": [21, 30]}, schema=SCHEMA), f"{source}/1.parquet")
+    in_order(source, 2)
     cl.create_table(path, SCHEMA).append(pa.table({"id": [1], "v": [0]}, schema=SCHEMA))
 
     def upsert(batch_df: Any, batch_id: int) -> None:
