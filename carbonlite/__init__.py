@@ -25,8 +25,8 @@ from carbonlite.errors import (
     VersionNotFoundError,
 )
 from carbonlite.reader.scan import TableScan
-from carbonlite.records import CommitRecord, SegmentInfo
-from carbonlite.table import CommitResult, MergeResult, Table
+from carbonlite.records import CommitRecord, PartitionInfo, SegmentInfo
+from carbonlite.table import CommitResult, MergeResult, PublishResult, Table
 
 __all__ = [
     "CarbonLiteError",
@@ -41,6 +41,8 @@ __all__ = [
     "InvalidOptionError",
     "MergeResult",
     "MissingDependencyError",
+    "PartitionInfo",
+    "PublishResult",
     "RowsChangedError",
     "SchemaMismatchError",
     "SegmentInfo",

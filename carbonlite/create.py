@@ -19,6 +19,7 @@ from carbonlite.errors import (
 )
 from carbonlite.format.types import check_schema, stat_kind
 from carbonlite.metadata import Action, CommitInfo, Log, Snapshot, TableMetadata
+from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.names import table_location
 from carbonlite.properties import validate_properties
 from carbonlite.storage import open_storage
@@ -65,12 +66,22 @@ def _check_primary_key(schema: pa.Schema, primary_key: Sequence[str]) -> tuple[s
     return tuple(primary_key)
 
 
+def _partition_spec(schema: pa.Schema, partition_by: Sequence[str]) -> PartitionSpec:
+    if isinstance(partition_by, str) or not all(isinstance(p, str) for p in partition_by):
+        raise InvalidOptionError(
+            "partition_by must be a list of partition fields such as ['region', 'day(ts)'], "
+            f"not {partition_by!r}"
+        )
+    return PartitionSpec.parse(list(partition_by), schema)
+
+
 def create_table(
     path: str | os.PathLike[str],
     schema: pa.Schema,
     *,
     sort_columns: Sequence[str] = (),
     primary_key: Sequence[str] = (),
+    partition_by: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     writer_id: str | None = None,
@@ -80,7 +91,12 @@ def create_table(
 
     ``primary_key``: key columns that make it a primary-key table: every append (Python,
     Spark) is an upsert by them (the newest commit wins; within one batch the last row of a
-    key), so a scan returns one row per key. Null keys are refused."""
+    key), so a scan returns one row per key. Null keys are refused.
+
+    ``partition_by``: partition fields, each a column (``"region"``) or a transform of one:
+    ``year(ts)``, ``month(ts)``, ``day(ts)``, ``hour(ts)``, ``bucket(16, id)``. Every segment
+    then holds one partition's rows; a filter on the partition columns skips whole
+    partitions before any blocklet statistics are read (docs/LOG.md, "Partitions")."""
     started = now_ms()
     location = table_location(path)
     # the table's writer identity, chosen now so that the CREATE TABLE commit records it
@@ -101,6 +117,7 @@ def create_table(
         properties=validate_properties(properties),
         created_time=now_ms(),
         primary_key=_check_primary_key(schema, primary_key),
+        partition_by=tuple(_partition_spec(schema, partition_by).to_json()),
     )
     storage, root = open_storage(location, options or None)
     uri = storage.uri(root)

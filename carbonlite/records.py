@@ -5,10 +5,19 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from carbonlite.metadata import CommitInfo, Log, Snapshot
+from carbonlite.metadata import CommitInfo, Log, SegmentState, Snapshot
+from carbonlite.metadata.partition_spec import PartitionSpec
 
-__all__ = ["CommitRecord", "SegmentInfo", "read_history", "segment_infos"]
+__all__ = [
+    "CommitRecord",
+    "PartitionInfo",
+    "SegmentInfo",
+    "partition_infos",
+    "read_history",
+    "segment_infos",
+]
 
 
 def _when(ms: int) -> datetime.datetime:
@@ -63,6 +72,8 @@ class SegmentInfo:
     """Rows of its files deleted by deletion vectors (``rows`` counts only the others)."""
     deletion_vector_bytes: int = 0
     """Bytes of its deletion-vector files."""
+    partition: str | None = None
+    """Its partition as text (``region=eu``) in a partitioned table; None otherwise."""
 
 
 def read_history(log: Log, snapshot: Snapshot, limit: int | None) -> list[CommitRecord]:
@@ -106,6 +117,7 @@ def read_history(log: Log, snapshot: Snapshot, limit: int | None) -> list[Commit
 
 def segment_infos(snapshot: Snapshot) -> list[SegmentInfo]:
     """Every segment of ``snapshot``, oldest first."""
+    spec = PartitionSpec.from_json(list(snapshot.metadata.partition_by), snapshot.schema)
     return [
         SegmentInfo(
             id=s.segment_id,
@@ -122,6 +134,65 @@ def segment_infos(snapshot: Snapshot) -> list[SegmentInfo]:
             status_time=_when(s.status_time),
             deleted_rows=s.num_deleted,
             deletion_vector_bytes=sum(n for f in s.files.values() for n in f.dv_files.values()),
+            partition=None
+            if s.partition is None
+            else spec.describe(spec.value_from_json(list(s.partition))),
         )
         for s in snapshot.segments.values()
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition of a partitioned table, as ``Table.partitions`` lists it."""
+
+    value: tuple[Any, ...]
+    """The partition value, one entry per partition field (``PartitionSpec`` types)."""
+    name: str
+    """The value as text, e.g. ``region=eu/ts_day=2026-11-24``."""
+    rows: int
+    """Rows readers see (deleted ones not counted)."""
+    bytes: int
+    files: int
+    segments: int
+    last_modified_version: int
+    """The newest version that wrote to it (appends, deletes, publishes, and compactions,
+    which rewrite it)."""
+    content_hash: str | None
+    """The content hash of its rows when known (published, unchanged since); else None."""
+
+
+def partition_infos(snapshot: Snapshot, spec: PartitionSpec) -> list[PartitionInfo]:
+    """Every partition with live rows or segments at ``snapshot``, in partition order."""
+    groups: dict[tuple[Any, ...], list[SegmentState]] = {}
+    for seg in snapshot.live_segments():
+        if seg.partition is not None:
+            groups.setdefault(seg.partition, []).append(seg)
+    out = []
+    for key, segs in groups.items():
+        value = spec.value_from_json(list(key))
+        out.append(
+            PartitionInfo(
+                value=value,
+                name=spec.describe(value),
+                rows=sum(s.live_rows for s in segs),
+                bytes=sum(s.num_bytes for s in segs),
+                files=sum(len(s.files) for s in segs),
+                segments=len(segs),
+                last_modified_version=max(_modified(s) for s in segs),
+                content_hash=segs[0].current_hash if len(segs) == 1 else None,
+            )
+        )
+    return sorted(out, key=lambda p: _order(p.value))
+
+
+def _modified(seg: SegmentState) -> int:
+    return max(
+        [seg.created_version]
+        + [max(f.modified_version, f.deletion_version) for f in seg.files.values()]
+    )
+
+
+def _order(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Sorts partition values with nulls first, whatever the types."""
+    return tuple((v is not None, v if v is not None else 0) for v in value)

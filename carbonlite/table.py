@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 
@@ -52,7 +52,14 @@ from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import Filter, FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
 from carbonlite.reader.scan import SplitReader, TableScan, read_splits
-from carbonlite.records import CommitRecord, SegmentInfo, read_history, segment_infos
+from carbonlite.records import (
+    CommitRecord,
+    PartitionInfo,
+    SegmentInfo,
+    partition_infos,
+    read_history,
+    segment_infos,
+)
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, TableWriter, now_ms
 from carbonlite.writer.batches import TableData, iter_record_batches
@@ -69,6 +76,8 @@ from carbonlite.writer.modify import (
     plan_upsert,
     source_table,
 )
+from carbonlite.writer.partition_rows import partition_spec
+from carbonlite.writer.publish import PublishMode, PublishResult, read_state, run_publish
 from carbonlite.writer.restore import RestoreCommit, plan_restore
 from carbonlite.writer.row_changes import KeyCache, commit_row_change
 from carbonlite.writer.table_metadata import (
@@ -78,7 +87,7 @@ from carbonlite.writer.table_metadata import (
     without_properties,
 )
 
-__all__ = ["CommitResult", "MergeResult", "Table"]
+__all__ = ["CommitResult", "MergeResult", "PartitionInfo", "PublishResult", "Table"]
 
 
 class _TxnSkipped(Exception):
@@ -241,10 +250,82 @@ class Table:
         *,
         txn: tuple[str, int] | None = None,
         schema_mode: SchemaMode = "strict",
+        partitions: Literal["all", "dynamic"] = "all",
     ) -> CommitResult:
         """Replace the table's rows with ``data`` in one version (old segments are marked for
-        delete; time travel still sees them until ``clean``). Arguments as :meth:`append`."""
-        return self._write(data, txn=txn_arg(txn), overwrite=True, schema_mode=schema_mode)
+        delete; time travel still sees them until ``clean``). Arguments as :meth:`append`.
+
+        ``partitions="dynamic"`` replaces only the partitions ``data`` has rows of (Spark's
+        dynamic partition overwrite); the others keep their rows. On an unpartitioned table
+        it replaces everything, as ``"all"`` does."""
+        if partitions not in ("all", "dynamic"):
+            raise InvalidOptionError(f"partitions is 'all' or 'dynamic', not {partitions!r}")
+        return self._write(
+            data,
+            txn=txn_arg(txn),
+            overwrite=True,
+            schema_mode=schema_mode,
+            overwrite_partitions="dynamic" if partitions == "dynamic" else None,
+        )
+
+    # --- partitions and publishing ----------------------------------------------------------
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        """The partition fields (empty: an unpartitioned table)."""
+        return self._snapshot.metadata.partition_by
+
+    def partitions(self, version: VersionLike | None = None) -> list[PartitionInfo]:
+        """Every partition with rows at ``version`` (latest by default): its value, rows,
+        bytes, files, the newest version that wrote to it and its content hash (when known).
+        Empty for an unpartitioned table."""
+        snap = self.refresh()._snapshot if version is None else self.snapshot(version)
+        return partition_infos(snap, partition_spec(snap.metadata))
+
+    def publish(
+        self,
+        data: pa.Table | Mapping[Any, pa.Table],
+        *,
+        mode: PublishMode = "incremental",
+        state: Mapping[str, pa.Table] | None = None,
+    ) -> PublishResult:
+        """Publish partitions, rewriting only those whose content changed, in one commit.
+
+        ``data``: an Arrow table (split by the partition columns), or a mapping from partition
+        value (the value for one partition field, a tuple for several) to that partition's
+        rows, where an empty table deletes the partition. A partition whose rows hash the
+        same as what the table holds is not rewritten (the hash ignores row order and
+        batching). ``mode="snapshot"`` also deletes every partition not given. ``state``:
+        tables of the publisher's own bookkeeping, stored in the same commit (read them back
+        with :meth:`state`)."""
+        self._check_open()
+        with self._writer.lock:
+            before = self.refresh()._snapshot
+            result, self._snapshot = run_publish(
+                self.log,
+                self._writer,
+                self._snapshot,
+                data,
+                mode=mode,
+                state=state,
+                storage_options=self.storage_options,
+            )
+        if result.version is not None:
+            self._after_data_commit(before)
+        return result
+
+    def state(self, name: str, version: VersionLike | None = None) -> pa.Table:
+        """The state table the newest publish (up to ``version``) stored under ``name``;
+        :class:`InvalidOptionError` if none did."""
+        snap = self.refresh()._snapshot if version is None else self.snapshot(version)
+        stored = snap.states.get(name)
+        if stored is None:
+            known = ", ".join(repr(n) for n in sorted(snap.states)) or "none"
+            raise InvalidOptionError(
+                f"no publish stored state {name!r} in {self.path!r} up to version "
+                f"{snap.version} (stored names: {known})"
+            )
+        return read_state(self.storage, self.root, stored)
 
     def _write(
         self,
@@ -254,6 +335,7 @@ class Table:
         overwrite: bool,
         operation: str | None = None,
         schema_mode: SchemaMode = "strict",
+        overwrite_partitions: Literal["dynamic"] | None = None,
     ) -> CommitResult:
         merge = schema_mode_arg(schema_mode) == "merge"
         keys = self._snapshot.metadata.primary_key  # fixed when the table was created
@@ -278,6 +360,7 @@ class Table:
                 overwrite=overwrite,
                 operation=operation,
                 merge_schema=merge,
+                overwrite_partitions=overwrite_partitions,
             )
         if result.version is not None:
             self._after_data_commit(before)

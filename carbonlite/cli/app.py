@@ -22,6 +22,7 @@ from carbonlite.cli.describe import (
     describe_blocklets,
     describe_files,
     describe_history,
+    describe_partitions,
     describe_properties,
     describe_segments,
     describe_table,
@@ -184,6 +185,9 @@ def print_segments(rows: list[dict[str, Any]], *, hidden: int = 0) -> None:
     columns = list(SEGMENT_COLUMNS)
     if deleted:
         columns[5:5] = [Col("deleted", "right", keep=47), Col("dv size", "right", keep=46)]
+    partitioned = any(s.get("partition") for s in rows)
+    if partitioned:
+        columns.insert(1, Col("partition", wrap=True, keep=48))
     body = []
     for s in rows:
         cells = [
@@ -201,6 +205,8 @@ def print_segments(rows: list[dict[str, Any]], *, hidden: int = 0) -> None:
         ]
         if deleted:
             cells[5:5] = [f"{s['deleted_rows']:,}", human_bytes(s["deletion_vector_bytes"])]
+        if partitioned:
+            cells.insert(1, s.get("partition") or "")
         body.append(cells)
     print_table(console, "Segments", tuple(columns), body)
     if hidden:
@@ -319,6 +325,54 @@ def _print_blocklets(info: dict[str, Any]) -> None:
             ]
         )
     print_table(console, "Blocklets", cols, rows)
+
+
+PARTITION_COLUMNS = (
+    Col("partition", wrap=True),
+    Col("rows", "right"),
+    Col("size", "right"),
+    Col("files", "right", keep=45),
+    Col("segments", "right", keep=44),
+    Col("last modified", "right", keep=50),
+    Col("content hash", keep=40),
+)
+
+
+@app.command()
+@fail_cleanly
+def partitions(
+    path: str = typer.Argument(..., help="Table path or URI."),
+    version: int | None = typer.Option(
+        None, "--version", "-v", help="Partitions as of this version."
+    ),
+    as_json: bool = JSON_OPTION,
+    storage_options: str | None = STORAGE_OPTION,
+) -> None:
+    """List a partitioned table's partitions: rows, size, files, the newest version that
+    wrote to each and its content hash (known for published partitions)."""
+    table = open_for_cli(path, storage_options)
+    if not table.partition_by:
+        raise InvalidOptionError(
+            f"{table.path!r} is not partitioned (create it with partition_by to have partitions)"
+        )
+    rows = describe_partitions(table.partitions(version))
+    if as_json:
+        emit(rows)
+        return
+    body = [
+        [
+            p["partition"],
+            f"{p['rows']:,}",
+            human_bytes(p["bytes"]),
+            str(p["files"]),
+            str(p["segments"]),
+            str(p["last_modified_version"]),
+            (p["content_hash"] or "-")[:16],
+        ]
+        for p in rows
+    ]
+    print_table(console, "Partitions", PARTITION_COLUMNS, body)
+    say(f"{len(rows):,} partition(s) by {', '.join(table.partition_by)}")
 
 
 @app.command()

@@ -12,7 +12,7 @@ import pyarrow as pa
 from carbonlite.format.types import stat_kind
 from carbonlite.metadata import LIVE_STATUSES, Snapshot
 from carbonlite.properties import PROPERTIES, effective_properties
-from carbonlite.records import CommitRecord, SegmentInfo
+from carbonlite.records import CommitRecord, PartitionInfo, SegmentInfo
 from carbonlite.table import Table
 
 __all__ = [
@@ -66,8 +66,25 @@ def describe_segments(segments: list[SegmentInfo]) -> list[dict[str, Any]]:
             "start_time": s.created_time.isoformat(),
             "end_time": s.status_time.isoformat() if s.status not in ("STREAMING",) else None,
             "merged_into": s.merged_into,
+            "partition": s.partition,
         }
         for s in segments
+    ]
+
+
+def describe_partitions(partitions: list[PartitionInfo]) -> list[dict[str, Any]]:
+    return [
+        {
+            "partition": p.name,
+            "value": [jsonable(v) for v in p.value],
+            "rows": p.rows,
+            "bytes": p.bytes,
+            "files": p.files,
+            "segments": p.segments,
+            "last_modified_version": p.last_modified_version,
+            "content_hash": p.content_hash,
+        }
+        for p in partitions
     ]
 
 

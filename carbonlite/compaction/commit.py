@@ -88,6 +88,8 @@ class CompactionCommit:
                     status="SUCCESS",
                     level=task.level,
                     sorted_by=task.sort_columns,
+                    partition=task.partition,
+                    content_hash=task.content_hash,
                 )
             )
             actions.extend(result.files)
@@ -126,26 +128,27 @@ class CompactionCommit:
 
 @dataclass(frozen=True)
 class FinishStreamingCommit:
-    """Close a STREAMING segment for appends (writers move on to a new one)."""
+    """Close STREAMING segments for appends (writers move on to new ones): the one of an
+    unpartitioned table, every partition's in a partitioned one."""
 
-    segment_id: str
+    segment_ids: tuple[str, ...]
     started_ms: int | None = None
     writer_id: str | None = None
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
-        return (SegmentStreaming(self.segment_id),)
+        return tuple(SegmentStreaming(sid) for sid in self.segment_ids)
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         now = now_ms()
         return [
-            SegmentStatusChanged(self.segment_id, "STREAMING_FINISH"),
+            *(SegmentStatusChanged(sid, "STREAMING_FINISH") for sid in self.segment_ids),
             CommitInfo(
                 operation="FINISH STREAMING",
                 timestamp=now,
                 data_change=False,
                 read_version=read_version,
-                parameters={"segment": self.segment_id},
+                parameters={"segment": ",".join(self.segment_ids)},
                 engine=ENGINE,
                 files_added=0,
                 files_removed=0,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.metadata import SegmentState, Snapshot
@@ -67,6 +67,11 @@ class CompactionTask:
     sort_columns: tuple[str, ...]
     blocklet_rows: int
     compression_level: int
+    partition: tuple[Any, ...] | None = None
+    """The partition of every input (a task never mixes partitions)."""
+    content_hash: str | None = None
+    """The content hash of the one input's rows, when known: the output keeps it (it holds
+    the same rows)."""
 
     @property
     def num_rows(self) -> int:
@@ -114,6 +119,11 @@ def _output_id(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -
 
 def _task(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> CompactionTask:
     props = TableProperties(snapshot.properties)
+    partitions = {s.partition for s in inputs}
+    if len(partitions) != 1:  # the planners group by partition: this is a bug, not bad input
+        raise AssertionError(
+            f"a compaction task would mix partitions {sorted(map(str, partitions))}"
+        )
     return CompactionTask(
         task_id=uuid.uuid4().hex[:12],
         output_id=_output_id(snapshot, inputs, level),
@@ -122,7 +132,17 @@ def _task(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> Com
         sort_columns=tuple(snapshot.metadata.sort_columns),
         blocklet_rows=props.handoff_blocklet_rows,
         compression_level=props.compression_level,
+        partition=inputs[0].partition,
+        content_hash=inputs[0].current_hash if len(inputs) == 1 else None,
     )
+
+
+def _by_partition(segments: Sequence[SegmentState]) -> list[list[SegmentState]]:
+    """``segments`` grouped by partition, each group in the given order."""
+    groups: dict[Any, list[SegmentState]] = {}
+    for seg in segments:
+        groups.setdefault(seg.partition, []).append(seg)
+    return list(groups.values())
 
 
 def plan_handoff(snapshot: Snapshot) -> CompactionPlan:
@@ -147,12 +167,12 @@ def _candidates(snapshot: Snapshot) -> list[SegmentState]:
 
 def _plan_minor(snapshot: Snapshot) -> list[CompactionTask]:
     thresholds = TableProperties(snapshot.properties).compaction_level_threshold
-    candidates = _candidates(snapshot)
     tasks = []
-    for level, threshold in enumerate(thresholds):
-        at_level = [s for s in candidates if s.level == level]
-        for start in range(0, len(at_level) - threshold + 1, threshold):
-            tasks.append(_task(snapshot, at_level[start : start + threshold], level + 1))
+    for candidates in _by_partition(_candidates(snapshot)):
+        for level, threshold in enumerate(thresholds):
+            at_level = [s for s in candidates if s.level == level]
+            for start in range(0, len(at_level) - threshold + 1, threshold):
+                tasks.append(_task(snapshot, at_level[start : start + threshold], level + 1))
     return tasks
 
 
@@ -166,17 +186,19 @@ def _plan_major(snapshot: Snapshot) -> list[CompactionTask]:
         if len(group) >= 2:
             tasks.append(_task(snapshot, group, max(s.level for s in group) + 1))
 
-    for seg in _candidates(snapshot):
-        if seg.num_bytes >= limit:  # already large: it ends the run of consecutive segments
-            flush()
-            group, size = [], 0
-            continue
-        if group and size + seg.num_bytes > limit:
-            flush()
-            group, size = [], 0
-        group.append(seg)
-        size += seg.num_bytes
-    flush()
+    for candidates in _by_partition(_candidates(snapshot)):
+        for seg in candidates:
+            if seg.num_bytes >= limit:  # already large: it ends the run of consecutive segments
+                flush()
+                group, size = [], 0
+                continue
+            if group and size + seg.num_bytes > limit:
+                flush()
+                group, size = [], 0
+            group.append(seg)
+            size += seg.num_bytes
+        flush()
+        group, size = [], 0
     return tasks
 
 
@@ -195,6 +217,12 @@ def _plan_custom(snapshot: Snapshot, segments: Sequence[str]) -> list[Compaction
             )
         else:
             chosen.append(seg)
+    if len({s.partition for s in chosen}) > 1:
+        problems.append(
+            "they belong to different partitions ("
+            + ", ".join(f"{s.segment_id}: {s.partition}" for s in chosen)
+            + "); a segment holds one partition's rows"
+        )
     if problems:
         raise InvalidOptionError(
             f"cannot compact segments {list(segments)} of {snapshot.table_path!r}:\n  "

@@ -204,15 +204,24 @@ def run_compaction(
 def finish_streaming(
     log: Log, snapshot: Snapshot, *, writer_id: str | None = None
 ) -> tuple[str | None, Snapshot]:
-    """Close the current STREAMING segment; (its id, new snapshot), or (None, same) if none."""
+    """Close the STREAMING segments (one per partition); (their ids joined by commas, new
+    snapshot), or (None, same) if there is none."""
     started = now_ms()
-    snapshot = log.update(snapshot)
-    seg = snapshot.streaming_segment()
-    if seg is None:
-        return None, snapshot
-    pending = FinishStreamingCommit(seg.segment_id, started_ms=started, writer_id=writer_id)
-    try:
-        return seg.segment_id, commit(log, snapshot, pending)
-    except CommitConflictError:
-        # Someone else closed it first (a roll-over): the segment is closed either way.
-        return seg.segment_id, log.update(snapshot)
+    for _ in range(_FINISH_ATTEMPTS):
+        snapshot = log.update(snapshot)
+        ids = tuple(s.segment_id for s in snapshot.live_segments() if s.status == "STREAMING")
+        if not ids:
+            return None, snapshot
+        pending = FinishStreamingCommit(ids, started_ms=started, writer_id=writer_id)
+        try:
+            return ",".join(ids), commit(log, snapshot, pending)
+        except CommitConflictError:
+            if len(ids) == 1:  # someone else closed it first (a roll-over): closed either way
+                return ids[0], log.update(snapshot)
+    raise CommitConflictError(
+        f"gave up closing the STREAMING segments of {log.uri!r}: others kept closing some of "
+        f"them first ({_FINISH_ATTEMPTS} attempts)"
+    )
+
+
+_FINISH_ATTEMPTS = 10

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -19,6 +19,7 @@ __all__ = [
     "DELETION_VECTOR_FORMAT_VERSION",
     "LIVE_STATUSES",
     "LOG_FORMAT_VERSION",
+    "PARTITION_FORMAT_VERSION",
     "SEALED_FORMAT_VERSION",
     "Action",
     "BlockletEntry",
@@ -31,11 +32,12 @@ __all__ = [
     "SegmentFormat",
     "SegmentStatus",
     "SegmentStatusChanged",
+    "StateStored",
     "TableMetadata",
     "TxnMarker",
 ]
 
-LOG_FORMAT_VERSION = 4
+LOG_FORMAT_VERSION = 5
 """Version of the log and table layout this library writes (and the newest it reads).
 
 1: the first layout. 2: every log version and checkpoint is sealed with a CRC-32C
@@ -45,7 +47,13 @@ LOG_FORMAT_VERSION = 4
 rewriting every entry (``metadata/manifest.py``); tables of format 1 and 2 are read as they
 are and keep their checkpoints until ``upgrade`` raises them to 3. 4: rows can be deleted
 by deletion vectors (the ``deleteRows`` action, and the files' deletions in checkpoints); a
-table of format 3 is raised to 4 by its first row-level change, in the same version."""
+table of format 3 is raised to 4 by its first row-level change, in the same version. 5:
+partitioned tables (``partition_by``; each segment holds one partition's rows), content
+hashes of published partitions and the publisher's state tables (``storeState``); a table is
+raised to 5 by its first publish, and created at 5 when it is partitioned."""
+
+PARTITION_FORMAT_VERSION = 5
+"""The first format version with partitions, content hashes and stored state."""
 
 DELETION_VECTOR_FORMAT_VERSION = 4
 """The first format version whose tables may hold deletion vectors."""
@@ -75,6 +83,9 @@ class TableMetadata:
     format_version: int = LOG_FORMAT_VERSION
     primary_key: tuple[str, ...] = ()
     """Key columns of a primary-key table (format 4 on): every append is an upsert by them."""
+    partition_by: tuple[str, ...] = ()
+    """Partition fields (format 5 on): ``"region"``, ``"day(ts)"``, ``"bucket(16, id)"``
+    (``metadata/partition_spec.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +99,12 @@ class SegmentAdded:
     """Compaction level: 0 for streaming and handed-off segments, n+1 for a merge of level n."""
     sorted_by: tuple[str, ...] = ()
     """Columns its rows are sorted by (columnar segments written by handoff/compaction)."""
+    partition: tuple[Any, ...] | None = None
+    """The partition every row of it belongs to, one JSON value per partition field
+    (``PartitionSpec.value_to_json``); None in an unpartitioned table."""
+    content_hash: str | None = None
+    """The content hash of its rows (``format/row_hash.py``) when it holds a whole published
+    partition; None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +184,18 @@ class FilesRemoved:
 
 
 @dataclass(frozen=True, slots=True)
+class StateStored:
+    """A table of the publisher's own bookkeeping stored under ``name`` (``Table.publish``'s
+    ``state``): an Arrow IPC file at ``path`` (relative to the table root) of ``size`` bytes.
+    Not table data: scans never see it."""
+
+    name: str
+    path: str
+    size: int
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
 class TxnMarker:
     """The latest batch of an application, committed in the same version as its data."""
 
@@ -208,6 +237,7 @@ Action = (
     | SegmentStatusChanged
     | FilesRemoved
     | RowsDeleted
+    | StateStored
     | TxnMarker
     | CommitInfo
 )

@@ -28,6 +28,9 @@ from carbonlite.metadata.serde import (
     dumps,
     metadata_from_json,
     metadata_to_json,
+    partition_from_json,
+    state_from_json,
+    state_to_json,
     stats_from_json,
     stats_to_json,
 )
@@ -46,7 +49,7 @@ MANIFEST_FORMAT_VERSION = 3
 
 
 def _segment_to_json(seg: SegmentState, files: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "segment_id": seg.segment_id,
         "format": seg.format,
         "status": seg.status,
@@ -60,6 +63,11 @@ def _segment_to_json(seg: SegmentState, files: list[dict[str, Any]]) -> dict[str
         "files_removed": seg.files_removed,
         "files": files,
     }
+    if seg.partition is not None:
+        out["partition"] = list(seg.partition)
+    if seg.content_hash is not None:
+        out["content_hash"] = seg.content_hash
+    return out
 
 
 def _file_to_json(f: FileState) -> dict[str, Any]:
@@ -137,6 +145,11 @@ def _header(snapshot: Snapshot) -> dict[str, Any]:
         "data_version": snapshot.data_version,
         "row_change_version": snapshot.row_change_version,
         "next_segment": snapshot.next_segment,
+        **(
+            {"states": {n: state_to_json(st) for n, st in snapshot.states.items()}}
+            if snapshot.states
+            else {}
+        ),
     }
 
 
@@ -263,6 +276,8 @@ def decode_checkpoint(
                     merged_into=s.get("merged_into"),
                     files=files,
                     files_removed=s.get("files_removed", False),
+                    partition=partition_from_json(s.get("partition")),
+                    content_hash=s.get("content_hash"),
                 ),
             )
         check_checkpoint_names(
@@ -279,6 +294,7 @@ def decode_checkpoint(
             txns=doc.get("txns", {}),
             data_version=doc.get("data_version"),
             row_change_version=doc.get("row_change_version"),
+            states={n: state_from_json(n, st) for n, st in doc.get("states", {}).items()},
             manifests=manifests,
             next_segment=next_segment,
         )

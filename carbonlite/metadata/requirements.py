@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from carbonlite.errors import CommitConflictError, RowsChangedError
 from carbonlite.metadata.actions import TableMetadata
@@ -133,12 +133,16 @@ class FileAppendable:
     start: int
     creates: bool = False
     overwrite: bool = False
+    partition: tuple[Any, ...] | None = None
+    """The partition the commit's rows belong to: a segment of another one is not theirs."""
 
     def check(self, snapshot: Snapshot, read_version: int) -> None:
         seg = snapshot.segments.get(self.segment_id)
         if seg is None:
             return
-        adoptable = not self.overwrite and seg.format == "STREAMING"
+        adoptable = (
+            not self.overwrite and seg.format == "STREAMING" and seg.partition == self.partition
+        )
         if seg.status != "STREAMING" or (self.creates and not adoptable):
             raise SegmentNotWritableError(
                 f"segment {self.segment_id!r} of {snapshot.table_path!r} stopped taking appends "

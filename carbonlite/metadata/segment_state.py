@@ -258,6 +258,12 @@ class SegmentState:
     num_blocklets: int = -1
     num_deleted: int = -1
     """Rows of its files deleted by deletion vectors (``num_rows`` counts them too)."""
+    partition: tuple[Any, ...] | None = None
+    """Its partition's value, one JSON value per field (None: an unpartitioned table)."""
+    content_hash: str | None = None
+    """The content hash its rows had when it was written (a publish, or a handoff of such a
+    segment); what the rows are now only while no file changed and no row was deleted
+    (:attr:`current_hash`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.files, OrderedMap):
@@ -281,6 +287,16 @@ class SegmentState:
     def live_rows(self) -> int:
         """Rows readers see: ``num_rows`` less the deleted ones."""
         return self.num_rows - self.num_deleted
+
+    @property
+    def current_hash(self) -> str | None:
+        """The content hash of the rows readers see in it, when known: the hash it was
+        written with, while none of its files took an append or lost a row since."""
+        if self.content_hash is None or self.num_deleted:
+            return None
+        if any(f.modified_version != self.created_version for f in self.files.values()):
+            return None
+        return self.content_hash
 
     def with_file(self, new: FileState) -> SegmentState:
         """This segment with ``new`` added or replacing the file of the same path."""

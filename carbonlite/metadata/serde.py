@@ -18,6 +18,7 @@ from carbonlite.format.stats import ColumnStats, stat_from_json, stat_to_json
 from carbonlite.metadata.actions import (
     DELETION_VECTOR_FORMAT_VERSION,
     LOG_FORMAT_VERSION,
+    PARTITION_FORMAT_VERSION,
     SEALED_FORMAT_VERSION,
     Action,
     BlockletEntry,
@@ -28,6 +29,7 @@ from carbonlite.metadata.actions import (
     RowsDeleted,
     SegmentAdded,
     SegmentStatusChanged,
+    StateStored,
     TableMetadata,
     TxnMarker,
 )
@@ -43,6 +45,9 @@ __all__ = [
     "encode_actions",
     "metadata_from_json",
     "metadata_to_json",
+    "partition_from_json",
+    "state_from_json",
+    "state_to_json",
     "stats_from_json",
     "stats_to_json",
 ]
@@ -54,12 +59,16 @@ _KEYS = {
     SegmentStatusChanged: "setSegmentStatus",
     FilesRemoved: "removeFiles",
     RowsDeleted: "deleteRows",
+    StateStored: "storeState",
     TxnMarker: "txn",
     CommitInfo: "commitInfo",
 }
 
 
-_SINCE_FORMAT = {"deleteRows": DELETION_VECTOR_FORMAT_VERSION}
+_SINCE_FORMAT = {
+    "deleteRows": DELETION_VECTOR_FORMAT_VERSION,
+    "storeState": PARTITION_FORMAT_VERSION,
+}
 """Actions that appeared after format 1: the first table format allowed to hold them."""
 
 _OPTIONAL_COMMIT_METRICS = ("files_added", "files_removed", "duration_ms", "writer_id")
@@ -143,6 +152,24 @@ def deletion_ref_from_json(obj: Any) -> DeletionRef:
 # --- actions ---------------------------------------------------------------------------------
 
 
+def state_to_json(state: StateStored) -> dict[str, Any]:
+    return {"name": state.name, "path": state.path, "size": state.size, "rows": state.rows}
+
+
+def state_from_json(name: str, obj: Mapping[str, Any]) -> StateStored:
+    return StateStored(
+        name=str(name), path=str(obj["path"]), size=int(obj["size"]), rows=int(obj["rows"])
+    )
+
+
+def partition_from_json(obj: Any) -> tuple[Any, ...] | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, list) or any(isinstance(v, (list, dict)) for v in obj):
+        raise ValueError(f"a segment's partition is a list of JSON scalars, not {obj!r}")
+    return tuple(obj)
+
+
 def metadata_to_json(m: TableMetadata) -> dict[str, Any]:
     out = {
         "table_id": m.table_id,
@@ -154,6 +181,8 @@ def metadata_to_json(m: TableMetadata) -> dict[str, Any]:
     }
     if m.primary_key:
         out["primary_key"] = list(m.primary_key)
+    if m.partition_by:
+        out["partition_by"] = list(m.partition_by)
     return out
 
 
@@ -166,6 +195,7 @@ def metadata_from_json(obj: Mapping[str, Any]) -> TableMetadata:
         properties=dict(obj.get("properties", {})),
         created_time=obj.get("created_time", 0),
         primary_key=tuple(obj.get("primary_key", ())),
+        partition_by=tuple(obj.get("partition_by", ())),
     )
 
 
@@ -180,6 +210,12 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
             "level": action.level,
             "sorted_by": list(action.sorted_by),
         }
+        if action.partition is not None:
+            body["partition"] = list(action.partition)
+        if action.content_hash is not None:
+            body["content_hash"] = action.content_hash
+    elif isinstance(action, StateStored):
+        body = state_to_json(action)
     elif isinstance(action, BlockletsAppended):
         body = {
             "segment_id": action.segment_id,
@@ -252,7 +288,11 @@ def _action_from_json(
             status=body["status"],
             level=body.get("level", 0),
             sorted_by=tuple(body.get("sorted_by", ())),
+            partition=partition_from_json(body.get("partition")),
+            content_hash=body.get("content_hash"),
         )
+    if key == "storeState":
+        return state_from_json(body["name"], body)
     if key == "appendBlocklets":
         return BlockletsAppended(
             segment_id=body["segment_id"],

@@ -17,6 +17,7 @@ from carbonlite.errors import CorruptDataError, UnsupportedFormatError
 from carbonlite.metadata.actions import (
     DELETION_VECTOR_FORMAT_VERSION,
     LOG_FORMAT_VERSION,
+    PARTITION_FORMAT_VERSION,
     Action,
     BlockletsAppended,
     CommitInfo,
@@ -24,6 +25,7 @@ from carbonlite.metadata.actions import (
     RowsDeleted,
     SegmentAdded,
     SegmentStatusChanged,
+    StateStored,
     TableMetadata,
     TxnMarker,
 )
@@ -59,6 +61,7 @@ class Snapshot:
         "metadata",
         "next_segment",
         "row_change_version",
+        "states",
         "table_path",
         "timestamp",
         "txns",
@@ -78,6 +81,7 @@ class Snapshot:
         manifests: ManifestSet | None = None,
         next_segment: int | None = None,
         row_change_version: int | None = None,
+        states: Mapping[str, StateStored] | None = None,
     ) -> None:
         self.table_path = table_path
         self.version = version
@@ -99,6 +103,8 @@ class Snapshot:
         self.txns: OrderedMap[str, int] = (
             txns if isinstance(txns, OrderedMap) else OrderedMap(txns.items())
         )
+        self.states: Mapping[str, StateStored] = states or {}
+        """The publisher's state tables by name (``storeState``): the newest of each name."""
         self.manifests = manifests
         """The manifests of the checkpoint this snapshot descends from (None: no manifests)."""
         self.next_segment = (
@@ -127,11 +133,11 @@ class Snapshot:
         """Segments readers see, in creation order."""
         return [s for s in self._segments.values() if s.is_live]
 
-    def streaming_segment(self) -> SegmentState | None:
-        """The newest segment still open for streaming appends."""
+    def streaming_segment(self, partition: tuple[Any, ...] | None = None) -> SegmentState | None:
+        """The newest segment of ``partition`` still open for streaming appends."""
         for sid in reversed(self._segments):
             s = self._segments[sid]
-            if s.status == "STREAMING":
+            if s.status == "STREAMING" and s.partition == partition:
                 return s
         return None
 
@@ -168,6 +174,7 @@ class Snapshot:
             "txns": self.txns,
             "data_version": self.data_version,
             "row_change_version": self.row_change_version,
+            "states": self.states,
             "manifests": self.manifests,
             "next_segment": self.next_segment,
         }
@@ -215,6 +222,7 @@ class Snapshot:
             segments=self._segments,
             txns=self.txns,
             next_segment=self.next_segment,
+            states=self.states,
         )
         for action in actions:
             _HANDLERS[type(action)](state, action)
@@ -228,6 +236,7 @@ class Snapshot:
             data_version=version if info is not None and info.data_change else self.data_version,
             manifests=self.manifests,
             next_segment=state.next_segment,
+            states=state.states,
             row_change_version=version
             if info is not None and info.data_change and _changes_rows(info, actions)
             else self.row_change_version,
@@ -266,6 +275,7 @@ class _Replay:
     segments: OrderedMap[str, SegmentState]
     txns: OrderedMap[str, int]
     next_segment: int
+    states: Mapping[str, StateStored]
 
     @property
     def where(self) -> str:
@@ -289,6 +299,8 @@ def _add_segment(state: _Replay, action: SegmentAdded) -> None:
             status=action.status,
             level=action.level,
             sorted_by=action.sorted_by,
+            partition=action.partition,
+            content_hash=action.content_hash,
             created_version=state.version,
             created_time=state.timestamp,
             status_version=state.version,
@@ -375,6 +387,16 @@ def _txn(state: _Replay, action: TxnMarker) -> None:
     state.txns = state.txns.set(action.app_id, action.batch_id)
 
 
+def _store_state(state: _Replay, action: StateStored) -> None:
+    if state.metadata.format_version < PARTITION_FORMAT_VERSION:
+        raise CorruptDataError(
+            f"{state.where} stores state {action.name!r}, but the table's format "
+            f"{state.metadata.format_version} has no stored state (5 and later)"
+        )
+    check_log_path(action.path, what="state file", where=state.where)
+    state.states = {**state.states, action.name: action}
+
+
 def _metadata(state: _Replay, action: TableMetadata) -> None:
     if action.format_version > LOG_FORMAT_VERSION:
         raise UnsupportedFormatError(
@@ -399,6 +421,7 @@ _HANDLERS: dict[type, Callable[[_Replay, Any], None]] = {
     SegmentStatusChanged: _set_status,
     FilesRemoved: _remove_files,
     RowsDeleted: _delete_rows,
+    StateStored: _store_state,
     TxnMarker: _txn,
     TableMetadata: _metadata,
     CommitInfo: _nothing,

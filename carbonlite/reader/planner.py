@@ -17,7 +17,9 @@ from carbonlite.errors import SchemaMismatchError
 from carbonlite.metadata import BlockletEntry, DeletionRef, FileState, SegmentState, Snapshot
 from carbonlite.metadata.blocklet_index import entries_table
 from carbonlite.metadata.manifest import ManifestSet
+from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.reader.expression import Filter
+from carbonlite.reader.partition_prune import pruned_segments
 from carbonlite.reader.predicate import Predicate, can_match
 from carbonlite.reader.prune_columns import match_mask, one_chunk
 
@@ -127,12 +129,17 @@ def plan_scan(
     schema = project_schema(snapshot.schema, columns, where=repr(snapshot.table_path))
     types = {f.name: f.type for f in snapshot.schema}
     predicate = filter.predicate if filter is not None else None
+    pruned: set[str] = set()
+    if predicate is not None and snapshot.metadata.partition_by:
+        spec = PartitionSpec.from_json(list(snapshot.metadata.partition_by), snapshot.schema)
+        pruned = pruned_segments(spec, snapshot.live_segments(), predicate, types)
     live: dict[str, tuple[int, SegmentState, FileState]] = {}
     total = bytes_total = 0
     for seg, f in snapshot.iter_files():
-        live[f.path] = (len(live), seg, f)
         total += f.num_blocklets
         bytes_total += f.blocklet_bytes
+        if seg.segment_id not in pruned:
+            live[f.path] = (len(live), seg, f)
     chunks: list[_Chunk] = []
     manifests = snapshot.manifests
     if manifests is not None and live:

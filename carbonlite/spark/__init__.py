@@ -14,7 +14,14 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["QUIET_LOG4J2", "compact", "local_session", "register", "register_table"]
+__all__ = [
+    "QUIET_LOG4J2",
+    "compact",
+    "local_session",
+    "publish",
+    "register",
+    "register_table",
+]
 
 QUIET_LOG4J2 = "log4j2-quiet.properties"
 """The log4j2 configuration :func:`local_session` gives Spark's JVM (next to this module)."""
@@ -25,6 +32,46 @@ def compact(spark: Any, path: str, kind: str = "minor", **kwargs: Any) -> Any:
     from carbonlite.spark.compaction import compact as run
 
     return run(spark, path, kind, **kwargs)  # type: ignore[arg-type]
+
+
+def publish(
+    df: Any,
+    path: str,
+    *,
+    mode: str = "incremental",
+    state: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """Publish ``df`` into the partitioned table at ``path`` from Spark: executors write and
+    hash their partitions, the driver commits the changed ones (and ``state``) in one version;
+    unchanged partitions' files are discarded. ``mode="snapshot"`` also deletes the partitions
+    ``df`` has no rows of. Returns a :class:`carbonlite.PublishResult` (``Table.publish``)."""
+    import json
+    import uuid
+
+    from carbonlite.create import open_table
+    from carbonlite.spark.publish_channel import load_result, states_option
+    from carbonlite.writer.partition_rows import partition_spec
+    from carbonlite.writer.publish import write_states
+
+    table = open_table(path, storage_options=storage_options or None)
+    spec = partition_spec(table.snapshot().metadata)
+    states = write_states(table.storage, table.root, state, repr(table.path))
+    token = uuid.uuid4().hex
+    identity = [f.source for f in spec.fields if f.transform == "identity"]
+    out = df.repartition(*identity) if identity else df  # a partition's rows in one task
+    writer = (
+        out.write.format("carbonlite")
+        .mode("append")
+        .option("publish", mode)
+        .option("publishToken", token)
+    )
+    if states:
+        writer = writer.option("publishState", states_option(states))
+    if storage_options:
+        writer = writer.option("storageOptions", json.dumps(dict(storage_options)))
+    writer.save(path)
+    return load_result(table, token)
 
 
 def register_table(spark: Any, name: str, path: Any, **kwargs: Any) -> str:

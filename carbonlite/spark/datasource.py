@@ -16,7 +16,11 @@ from carbonlite.create import open_table
 from carbonlite.errors import InvalidOptionError
 from carbonlite.reader.planner import project_schema
 from carbonlite.spark.options import Route, SparkOptions, check_options
-from carbonlite.spark.sink import CarbonLiteBatchWriter, CarbonLiteStreamWriter
+from carbonlite.spark.sink import (
+    CarbonLiteBatchWriter,
+    CarbonLitePublishWriter,
+    CarbonLiteStreamWriter,
+)
 from carbonlite.spark.source import (
     CarbonLiteBatchReader,
     CarbonLitePushdownReader,
@@ -93,7 +97,10 @@ class CarbonLiteDataSource(DataSource):
         return CarbonLiteBatchReader(options, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
-        return CarbonLiteBatchWriter(self._options("write"), schema, overwrite)
+        options = self._options("write")
+        if options.get("publish") is not None:
+            return CarbonLitePublishWriter(options, schema, overwrite)
+        return CarbonLiteBatchWriter(options, schema, overwrite)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         return CarbonLiteStreamWriter(self._options("writeStream"), schema, overwrite)

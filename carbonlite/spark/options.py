@@ -34,8 +34,19 @@ OPTIONS: dict[Route, tuple[str, ...]] = {
         "skipChangeCommits",
         "readChangeFeed",
     ),
-    "write": (*_COMMON, "sortColumns", "txnAppId", "txnVersion", "carbonlite.saveMode"),
-    "writeStream": (*_COMMON, "sortColumns", "txnAppId", "checkpointLocation"),
+    "write": (
+        *_COMMON,
+        "sortColumns",
+        "partitionBy",
+        "partitionOverwriteMode",
+        "publish",
+        "publishToken",
+        "publishState",
+        "txnAppId",
+        "txnVersion",
+        "carbonlite.saveMode",
+    ),
+    "writeStream": (*_COMMON, "sortColumns", "partitionBy", "txnAppId", "checkpointLocation"),
 }
 """The options each route takes (docs/SPARK.md, "Options"); anything else is refused."""
 _PREFIXES: dict[Route, tuple[str, ...]] = {

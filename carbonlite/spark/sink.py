@@ -34,6 +34,7 @@ from carbonlite.errors import (
 from carbonlite.format.conform import schema_differences
 from carbonlite.metadata import BlockletsAppended, TxnMarker
 from carbonlite.spark.options import SparkOptions
+from carbonlite.spark.publish_channel import save_result, states_from_option
 from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
 from carbonlite.table import Table
 from carbonlite.writer.distributed import (
@@ -45,9 +46,21 @@ from carbonlite.writer.distributed import (
     plan_write,
     write_part,
 )
+from carbonlite.writer.distributed_publish import (
+    PublishedPart,
+    commit_publish,
+    discard_publish_parts,
+    write_publish_part,
+)
 from carbonlite.writer.lease import Lease
+from carbonlite.writer.publish import PublishMode, PublishResult
 
-__all__ = ["CarbonLiteBatchWriter", "CarbonLiteCommitMessage", "CarbonLiteStreamWriter"]
+__all__ = [
+    "CarbonLiteBatchWriter",
+    "CarbonLiteCommitMessage",
+    "CarbonLitePublishWriter",
+    "CarbonLiteStreamWriter",
+]
 
 
 @dataclass
@@ -78,6 +91,7 @@ def open_or_create(options: SparkOptions, spark_schema: Any) -> Table:
                 uri,
                 incoming,
                 sort_columns=options.get_list("sortColumns"),
+                partition_by=partition_fields(options.get("partitionBy") or ""),
                 properties=options.table_properties or None,
                 storage_options=storage_options or None,
             )
@@ -213,6 +227,7 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
         else:
             table = open_or_create(options, spark_schema)
         self.plan = plan_write(table, overwrite=overwrite, skip=exists, txn=self.txn)
+        self.plan.dynamic_overwrite = _dynamic_overwrite(options)
         self.tag = uuid.uuid4().hex[:12]
         self._hold(self.plan, "spark write")
 
@@ -240,6 +255,16 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
         self._release()
 
 
+def _dynamic_overwrite(options: SparkOptions) -> bool:
+    mode = (options.get("partitionOverwriteMode") or "static").lower()
+    if mode not in ("static", "dynamic"):
+        raise InvalidOptionError(
+            f"option partitionOverwriteMode={mode!r} must be 'static' (an overwrite replaces "
+            "the whole table) or 'dynamic' (only the partitions it writes)"
+        )
+    return mode == "dynamic"
+
+
 def _exists(options: SparkOptions) -> bool:
     try:
         open_table(options.path, storage_options=options.storage_options or None)
@@ -261,3 +286,94 @@ def _batch_txn(options: SparkOptions) -> TxnMarker | None:
             f"txnAppId={app_id!r}, txnVersion={options.get('txnVersion')!r}"
         )
     return TxnMarker(app_id, version)
+
+
+def partition_fields(text: str) -> list[str]:
+    """``partitionBy`` as partition fields: commas split fields, except inside parentheses
+    (``"region, bucket(16, id)"`` is two fields)."""
+    fields: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for c in text:
+        depth += (c == "(") - (c == ")")
+        if c == "," and depth == 0:
+            fields.append("".join(current).strip())
+            current = []
+        else:
+            current.append(c)
+    fields.append("".join(current).strip())
+    return [f for f in fields if f]
+
+
+@dataclass
+class CarbonLitePublishMessage(WriterCommitMessage):
+    """The partitions one task wrote, with their content sums."""
+
+    parts: list[PublishedPart]
+
+
+class CarbonLitePublishWriter(_LeasedWriter, DataSourceArrowWriter):
+    """``df.write.format("carbonlite").option("publish", "incremental"|"snapshot")``: tasks
+    write and hash their partitions, the driver commits the changed ones once
+    (``writer/distributed_publish.py``)."""
+
+    def __init__(self, options: SparkOptions, spark_schema: Any, overwrite: bool) -> None:
+        mode = (options.get("publish") or "").lower()
+        if mode not in ("incremental", "snapshot"):
+            raise InvalidOptionError(
+                f"option publish={options.get('publish')!r} must be 'incremental' or 'snapshot'"
+            )
+        if overwrite:
+            raise InvalidOptionError(
+                "a publish decides itself which partitions it replaces: write it with "
+                "mode('append'), not mode('overwrite')"
+            )
+        table = open_or_create(options, spark_schema)
+        if not table.partition_by:
+            raise InvalidOptionError(
+                f"publish needs a partitioned table; {table.path!r} has no partition_by (create "
+                "it with partition_by, or give option partitionBy when Spark creates it)"
+            )
+        self.mode: PublishMode = mode  # type: ignore[assignment]
+        self.spec_json = list(table.partition_by)
+        self.plan = plan_write(table, overwrite=False)
+        self.tag = uuid.uuid4().hex[:12]
+        self.token = options.get("publishToken")
+        self.states = states_from_option(options.get("publishState"))
+        self._hold(self.plan, "spark publish")
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonLitePublishMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx is not None else 0
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        batches = (relabel_from_spark(b, self.plan.schema) for b in iterator)
+        parts = write_publish_part(
+            self.plan, batches, spec_json=self.spec_json, tag=self.tag, task=task, attempt=attempt
+        )
+        return CarbonLitePublishMessage(parts)
+
+    def commit(self, messages: list[Any]) -> None:
+        parts = [p for m in messages if m is not None for p in m.parts]
+        results: list[PublishResult] = []
+        commit_leased(
+            self._lease,
+            lambda: results.append(
+                commit_publish(
+                    self.plan,
+                    parts,
+                    mode=self.mode,
+                    states=self.states,
+                    writer_id=f"publish-{self.tag}-driver",
+                )
+            ),
+        )
+        if self.token and results:
+            save_result(self.plan, self.token, results[0])
+
+    def abort(self, messages: list[Any]) -> None:
+        discard_publish_parts(
+            self.plan, [p.appended for m in messages if m is not None for p in m.parts]
+        )
+        self._release()

@@ -12,10 +12,10 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -24,6 +24,7 @@ from carbonlite.errors import CommitConflictError
 from carbonlite.format import BlockletFileReader
 from carbonlite.metadata import (
     DELETION_VECTOR_FORMAT_VERSION,
+    PARTITION_FORMAT_VERSION,
     Action,
     BlockletsAppended,
     CommitInfo,
@@ -39,6 +40,7 @@ from carbonlite.metadata import (
     SegmentNotWritableError,
     SegmentStatusChanged,
     Snapshot,
+    StateStored,
     TableMetadata,
     TransactionAlreadyCommitted,
     TxnMarker,
@@ -55,6 +57,7 @@ from carbonlite.writer.batches import (
     merged_schema,
 )
 from carbonlite.writer.lease import Lease
+from carbonlite.writer.partition_rows import PartitionRows, partition_spec, route_rows
 from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 
 __all__ = [
@@ -69,6 +72,7 @@ __all__ = [
 ]
 
 _MAX_RELOCATIONS = 10
+DYNAMIC = "dynamic"
 LOCK_DIR = "_carbonlite/locks"
 WRITER_LOCK_TIMEOUT = 60.0
 """Seconds a writer waits for another live writer with the same id before giving up."""
@@ -157,6 +161,15 @@ class AppendCommit:
     """No data may have changed since the version it read (``RowChanges.exclusive``)."""
     row_level: bool = False
     """A delete, update, merge or upsert: it read rows to decide what it writes."""
+    partitions: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """The partition (JSON values) of each new segment, in a partitioned table."""
+    content_hashes: Mapping[str, str] = field(default_factory=dict)
+    """Content hash of each new segment that holds a whole published partition."""
+    overwrite_partitions: frozenset[tuple[Any, ...]] | None = None
+    """With ``overwrite``: only the segments of these partitions are replaced (a dynamic
+    partition overwrite, a publish); None replaces every segment."""
+    states: tuple[StateStored, ...] = ()
+    """State tables stored with the commit (a publish's ``state``)."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -183,6 +196,7 @@ class AppendCommit:
                 a.start,
                 creates=a.segment_id in self.new_segments,
                 overwrite=self.overwrite,
+                partition=self.partitions.get(a.segment_id),
             )
             for a in self.appends
         )
@@ -191,14 +205,23 @@ class AppendCommit:
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         actions: list[Action] = [] if self.metadata is None else [self.metadata[1]]
         actions.extend(
-            SegmentAdded(segment_id=sid, format="STREAMING", status="STREAMING")
-            for sid in sorted(self.new_segments)
+            SegmentAdded(
+                segment_id=sid,
+                format="STREAMING",
+                status="STREAMING",
+                partition=self.partitions.get(sid),
+                content_hash=self.content_hashes.get(sid),
+            )
+            for sid in sorted(self.new_segments, key=_segment_order)
             if sid not in snapshot.segments
         )
         rows_removed = bytes_removed = files_removed = 0
         if self.overwrite:
+            replaced = self.overwrite_partitions
             for seg in snapshot.live_segments():
-                if seg.segment_id not in self.new_segments:
+                if seg.segment_id not in self.new_segments and (
+                    replaced is None or seg.partition in replaced
+                ):
                     actions.append(SegmentStatusChanged(seg.segment_id, "MARKED_FOR_DELETE"))
                     rows_removed += seg.live_rows
                     bytes_removed += seg.num_bytes
@@ -218,6 +241,7 @@ class AppendCommit:
             )
             if size >= limit:
                 actions.append(SegmentStatusChanged(sid, "STREAMING_FINISH"))
+        actions.extend(self.states)
         if self.txn is not None:
             actions.append(self.txn)
         now = now_ms()
@@ -240,6 +264,11 @@ class AppendCommit:
             )
         )
         return actions
+
+
+def _segment_order(segment_id: str) -> tuple[int, str]:
+    head = segment_id.split(".")[0]
+    return (int(head) if head.isdigit() else -1, segment_id)
 
 
 class TableWriter:
@@ -298,13 +327,21 @@ class TableWriter:
 
     # --- choosing where to write --------------------------------------------------------------
 
-    def target_segment(self, snapshot: Snapshot, *, overwrite: bool) -> tuple[str, bool]:
-        """(segment id, whether this commit creates it)."""
+    def target_segment(
+        self,
+        snapshot: Snapshot,
+        *,
+        overwrite: bool,
+        partition: tuple[Any, ...] | None = None,
+        number: int | None = None,
+    ) -> tuple[str, bool]:
+        """(segment id, whether this commit creates it) for rows of ``partition``; a new
+        segment gets ``number`` (default: the next free one)."""
         if not overwrite:
-            seg = snapshot.streaming_segment()
+            seg = snapshot.streaming_segment(partition)
             if seg is not None:
                 return seg.segment_id, False
-        return str(snapshot.next_segment_number()), True
+        return str(snapshot.next_segment_number() if number is None else number), True
 
     def stream_file(
         self, snapshot: Snapshot, segment_id: str, schema: pa.Schema
@@ -347,12 +384,22 @@ class TableWriter:
         operation: str | None = None,
         merge_schema: bool = False,
         changes: RowChanges | None = None,
+        parts: Sequence[PartitionRows] | None = None,
+        fresh: bool = False,
+        overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None = None,
+        states: tuple[StateStored, ...] = (),
+        started_ms: int | None = None,
     ) -> tuple[CommitResult, Snapshot]:
         """Write ``data`` and commit it as one version; returns the result and new snapshot.
         With ``merge_schema``, columns of ``data`` the table lacks are added in the same
         version; with ``changes``, rows are deleted in the same version (a delete, update or
-        merge: ``data`` is what it writes in their place)."""
-        started = now_ms()
+        merge: ``data`` is what it writes in their place).
+
+        In a partitioned table the rows go to their partitions' segments (``parts``: rows
+        already split by partition, ``data`` then unused). ``fresh``: every partition gets a
+        new segment (a publish); ``overwrite_partitions``: what an overwrite replaces (None:
+        everything, ``"dynamic"``: the partitions ``data`` has rows of); ``states``: state tables stored in the same version."""
+        started = now_ms() if started_ms is None else started_ms
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
         with self.owned():
             snapshot = log.update(snapshot)  # committed lengths as of now, under the lock
@@ -373,6 +420,10 @@ class TableWriter:
                     merge_schema=merge_schema,
                     started_ms=started,
                     changes=changes or RowChanges(),
+                    parts=parts,
+                    fresh=fresh,
+                    overwrite_partitions=overwrite_partitions,
+                    states=states,
                 )
 
     def _write_and_commit(
@@ -388,6 +439,10 @@ class TableWriter:
         merge_schema: bool,
         started_ms: int,
         changes: RowChanges,
+        parts: Sequence[PartitionRows] | None,
+        fresh: bool,
+        overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None,
+        states: tuple[StateStored, ...],
     ) -> tuple[CommitResult, Snapshot]:
         props = TableProperties(snapshot.properties)
         schema = snapshot.schema
@@ -401,22 +456,52 @@ class TableWriter:
                 if not merged.equals(schema):
                     metadata = (snapshot.metadata, replace(snapshot.metadata, schema=merged))
                     schema = merged
-        segment_id, created = self.target_segment(snapshot, overwrite=overwrite)
-        file, committed = self.stream_file(snapshot, segment_id, schema)
-        appended = write_blocklets(
-            self.storage,
-            self.root,
-            segment_id=segment_id,
-            file=file,
-            committed_length=committed,
-            schema=schema,
-            batches=conformed_batches(batches, schema, where=log.uri),
-            storage_options=self.storage_options,
-            compression_level=props.compression_level,
-            codec=props.stream_codec,
-            max_rows=props.blocklet_max_rows,
-            max_bytes=props.blocklet_max_bytes,
-        )
+        rows = conformed_batches(batches, schema, where=log.uri)
+        if parts is None:
+            parts = route_rows(partition_spec(snapshot.metadata), rows, schema)
+        else:  # already split (a publish): conform each part's rows
+            parts = [
+                replace(p, data=conformed_batches(p.data, schema, where=log.uri)) for p in parts
+            ]
+        replaced: frozenset[tuple[Any, ...]] | None
+        if overwrite_partitions != DYNAMIC:
+            replaced = overwrite_partitions  # type: ignore[assignment]
+        elif snapshot.metadata.partition_by:
+            replaced = frozenset(p.partition for p in parts if p.partition is not None)
+        else:  # an unpartitioned table: the whole table, as in Spark
+            replaced = None
+        appends: list[BlockletsAppended] = []
+        new_segments: dict[str, tuple[Any, ...] | None] = {}
+        hashes: dict[str, str] = {}
+        number = snapshot.next_segment_number()
+        for part in parts:
+            segment_id, created = self.target_segment(
+                snapshot, overwrite=overwrite or fresh, partition=part.partition, number=number
+            )
+            file, committed = self.stream_file(snapshot, segment_id, schema)
+            appended = write_blocklets(
+                self.storage,
+                self.root,
+                segment_id=segment_id,
+                file=file,
+                committed_length=committed,
+                schema=schema,
+                batches=part.data,
+                storage_options=self.storage_options,
+                compression_level=props.compression_level,
+                codec=props.stream_codec,
+                max_rows=props.blocklet_max_rows,
+                max_bytes=props.blocklet_max_bytes,
+            )
+            if appended is None:
+                continue
+            self._file_schemas.setdefault(file, schema)
+            appends.append(appended)
+            if created:
+                new_segments[segment_id] = part.partition
+                number += 1
+                if part.content_hash is not None:
+                    hashes[segment_id] = part.content_hash
         if changes.deletions and snapshot.metadata.format_version < DELETION_VECTOR_FORMAT_VERSION:
             # deletion vectors came with format 4: raise the table's format in the same version
             current = snapshot.metadata if metadata is None else metadata[1]
@@ -424,15 +509,21 @@ class TableWriter:
                 snapshot.metadata,
                 replace(current, format_version=DELETION_VECTOR_FORMAT_VERSION),
             )
+        if (hashes or states) and snapshot.metadata.format_version < PARTITION_FORMAT_VERSION:
+            current = snapshot.metadata if metadata is None else metadata[1]
+            metadata = (
+                snapshot.metadata,
+                replace(current, format_version=PARTITION_FORMAT_VERSION),
+            )
         if (
-            appended is None
+            not appends
             and not overwrite
             and txn is None
             and metadata is None
             and not changes.deletions
+            and not states
         ):
             return CommitResult(None, operation), snapshot
-        self._file_schemas.setdefault(file, schema)
         parameters = {"writer_id": self.writer_id}
         if not changes.parameters:  # a delete, update or merge records its own
             parameters["mode"] = "overwrite" if overwrite else "append"
@@ -444,10 +535,8 @@ class TableWriter:
                 parameters.update(schema_mode="merge", new_columns=",".join(added))
         parameters.update(changes.parameters)
         pending = AppendCommit(
-            appends=(appended,) if appended is not None else (),
-            new_segments=frozenset({segment_id})
-            if created and appended is not None
-            else frozenset(),
+            appends=tuple(appends),
+            new_segments=frozenset(new_segments),
             txn=txn,
             overwrite=overwrite,
             operation=operation,
@@ -458,6 +547,10 @@ class TableWriter:
             deletions_read=changes.deletions_read,
             exclusive=changes.exclusive,
             row_level=changes.row_level,
+            partitions={k: v for k, v in new_segments.items() if v is not None},
+            content_hashes=hashes,
+            overwrite_partitions=replaced,
+            states=states,
         )
         if lease is not None:
             lease.check()
@@ -532,18 +625,39 @@ class TableWriter:
                 )
 
     def relocate(self, snapshot: Snapshot, pending: AppendCommit) -> AppendCommit:
-        """``pending`` with its blocklets copied into the segment that now takes appends."""
-        segment_id, created = self.target_segment(snapshot, overwrite=pending.overwrite)
-        groups: dict[str, list[BlockletsAppended]] = {}
+        """``pending`` with its blocklets copied into the segments that now take appends (one
+        per partition, new ones numbered from the next free id)."""
+        groups: dict[tuple[Any, str], list[BlockletsAppended]] = {}
         schemas: dict[str, pa.Schema] = {}
+        hashes: dict[tuple[Any, ...] | None, str] = {}
         for a in pending.appends:
+            if a.segment_id in pending.new_segments:
+                partition = pending.partitions.get(a.segment_id)
+                if a.segment_id in pending.content_hashes:
+                    hashes[partition] = pending.content_hashes[a.segment_id]
+            else:
+                partition = snapshot.segments[a.segment_id].partition
             schema = self._file_schema(a.file)
             key = schema.to_string()
-            groups.setdefault(key, []).append(a)
+            groups.setdefault((partition, key), []).append(a)
             schemas[key] = schema
         moved = []
         used: set[str] = set()
-        for key, sources in groups.items():
+        new_segments: dict[str, tuple[Any, ...] | None] = {}
+        targets: dict[tuple[Any, ...] | None, tuple[str, bool]] = {}
+        number = snapshot.next_segment_number()
+        for (partition, key), sources in groups.items():
+            if partition not in targets:
+                targets[partition] = self.target_segment(
+                    snapshot,
+                    overwrite=pending.overwrite or bool(pending.content_hashes),
+                    partition=partition,
+                    number=number,
+                )
+                if targets[partition][1]:
+                    new_segments[targets[partition][0]] = partition
+                    number += 1
+            segment_id = targets[partition][0]
             file, committed = self.stream_file(snapshot, segment_id, schemas[key])
             if file in used:  # a second schema in the same commit gets a file of its own
                 file, committed = (
@@ -567,5 +681,7 @@ class TableWriter:
         return replace(
             pending,
             appends=tuple(moved),
-            new_segments=frozenset({segment_id}) if created else frozenset(),
+            new_segments=frozenset(new_segments),
+            partitions={k: v for k, v in new_segments.items() if v is not None},
+            content_hashes={sid: hashes[p] for sid, p in new_segments.items() if p in hashes},
         )

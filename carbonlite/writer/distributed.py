@@ -83,6 +83,9 @@ class WritePlan:
     """Names this plan's objects on object stores (a replanned batch never reuses a name)."""
     append_files: bool = True
     """Whether the storage appends (local disk): parts then reuse their files across plans."""
+    dynamic_overwrite: bool = False
+    """An overwrite of a partitioned table replaces only the partitions written (Spark's
+    ``partitionOverwriteMode=dynamic``)."""
 
     def done(self, app_id: str | None, batch_id: int | None) -> bool:
         """Whether the table already held ``(app_id, batch_id)`` when this was planned."""
@@ -217,8 +220,8 @@ def commit_parts(
     if plan.skip or (not appends and not plan.overwrite):
         return None
     table = open_table(plan.uri, storage_options=plan.storage_options or None)
-    if table.primary_key:
-        return _upsert_parts(table, plan, appends, txn)
+    if table.primary_key or table.partition_by:
+        return _rewrite_parts(table, plan, appends, txn)
     writer = TableWriter(
         table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
     )
@@ -237,13 +240,14 @@ def commit_parts(
     return result.version
 
 
-def _upsert_parts(
+def _rewrite_parts(
     table: Table, plan: WritePlan, appends: Sequence[BlockletsAppended], txn: TxnMarker | None
 ) -> int | None:
-    """A write into a primary-key table: the parts' rows, read back in partition order, are
-    upserted (or overwrite the table, one row per key) by the table's own writer, which
-    deletes the rows they replace; the parts themselves are never committed and are removed.
-    The driver holds the micro-batch in memory, and its rows are written twice."""
+    """A write into a primary-key or a partitioned table: the parts' rows, read back in
+    partition order, are written again by the table's own writer, which upserts them (deleting
+    the rows they replace; an overwrite keeps one row per key) and routes them to their
+    partitions' segments; the parts themselves are never committed and are removed. The
+    driver holds the micro-batch in memory, and its rows are written twice."""
     reader = SplitReader(
         table.storage, table.root, table.schema, storage_options=table.storage_options
     )
@@ -255,8 +259,12 @@ def _upsert_parts(
     finally:
         reader.close()
     marker = None if txn is None else (txn.app_id, txn.batch_id)
-    write = table.overwrite if plan.overwrite else table.append
-    result = write(rows, txn=marker)
+    if plan.overwrite:
+        result = table.overwrite(
+            rows, txn=marker, partitions="dynamic" if plan.dynamic_overwrite else "all"
+        )
+    else:
+        result = table.append(rows, txn=marker)
     abort_parts(plan, appends)
     return result.version
 

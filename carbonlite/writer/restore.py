@@ -188,6 +188,8 @@ def _copy_segment(
         status=status,
         level=old.level,
         sorted_by=old.sorted_by,
+        partition=old.partition,
+        content_hash=old.current_hash,
     )
     appends = []
     deletions = []

@@ -20,6 +20,7 @@ from tests.compaction.lifecycle import SCHEMA, make_rows
 COMMANDS = (
     "inspect",
     "segments",
+    "partitions",
     "history",
     "files",
     "compact",

@@ -318,3 +318,28 @@ def test_deleted_rows_and_deletion_vectors_are_shown(cli: Callable[..., Run], ta
     assert "deleted" in human and "dv size" in human
     assert "10 rows deleted by deletion vectors" in cli("inspect", table, columns=200).stdout
     assert "OK" in cli("verify", table).stdout
+
+
+def test_partitions_lists_each_partition(cli: Callable[..., Run], tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    schema = pa.schema([("region", pa.string()), ("id", pa.int64())])
+    t = cl.create_table(tmp_path / "p", schema, partition_by=["region"])
+    t.publish(pa.table({"region": ["eu", "eu", "us"], "id": [1, 2, 3]}, schema=schema))
+    t.append(pa.table({"region": ["us"], "id": [4]}, schema=schema))
+    rows = cli("partitions", tmp_path / "p", "--json").json()
+    assert [(r["partition"], r["value"], r["rows"], r["segments"]) for r in rows] == [
+        ("region=eu", ["eu"], 2, 1),
+        ("region=us", ["us"], 2, 1),
+    ]
+    assert rows[0]["content_hash"] and rows[1]["content_hash"] is None  # us took an append
+    assert rows[0]["last_modified_version"] == 1 and rows[1]["last_modified_version"] == 2
+    segments = cli("segments", tmp_path / "p", "--json").json()
+    assert sorted(s["partition"] for s in segments) == ["region=eu", "region=us"]
+    assert "region=us" in cli("segments", tmp_path / "p").stdout
+    human = cli("partitions", tmp_path / "p")
+    assert human.exit_code == 0
+    assert "region=eu" in human.stdout and "2 partition(s) by region" in human.stdout
+    plain = cl.create_table(tmp_path / "plain", schema)
+    run = cli("partitions", plain.path)
+    assert run.exit_code == 1 and "not partitioned" in run.stderr

@@ -10,7 +10,8 @@ Every later CarbonLite version must read every golden table exactly as its expec
 (``tests/test_golden.py``). The table is tiny, deterministic in content, and covers: appends
 of a table and of an iterable of batches, a transaction marker, ``add_columns``, an overwrite,
 an append leaving out nullable columns, a transaction-only commit, row-level deletes, an
-update and a merge (format 4: deletion vectors, some of them in a checkpoint), and
+update and a merge (format 4: deletion vectors, some of them in a checkpoint), partitions
+by ``bucket(2, id)`` with publishes, content hashes and a stored state (format 5), and
 checkpoints (every 4 versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
 """
 
@@ -56,6 +57,9 @@ PROPERTIES = {
     "user.golden": f"v{LOG_FORMAT_VERSION}",
 }
 APP = "golden-app"
+PARTITION_BY = ["bucket(2, id)"]
+"""Format 5 on: the golden table is partitioned (and published into, with a state)."""
+STATE = pa.table({"node": ["a", "b"], "depends_on": ["b", None], "fingerprint": [1, 2]})
 _EPOCH_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
 
@@ -92,7 +96,12 @@ def build(path: Path) -> None:
     import carbonlite as cl
 
     t = cl.create_table(
-        path, SCHEMA, sort_columns=["id"], properties=PROPERTIES, writer_id="golden"
+        path,
+        SCHEMA,
+        sort_columns=["id"],
+        properties=PROPERTIES,
+        writer_id="golden",
+        **({"partition_by": PARTITION_BY} if LOG_FORMAT_VERSION >= 5 else {}),
     )
     t.append(rows_for(range(0, 5)))  # 1
     t.append(iter(rows_for(range(5, 10)).to_batches(max_chunksize=2)))  # 2
@@ -110,6 +119,22 @@ def build(path: Path) -> None:
     source = rows_for(range(103, 104), extra=True).set_column(1, "name", pa.array(["merged"]))
     t.merge(source.append_column("x", pa.array([0])).drop_columns(["x"]), on=["id"])  # 12
     t.delete(pc.field("id") == 107)  # 13: after the checkpoint of 12
+    if LOG_FORMAT_VERSION < 5:
+        return
+    published = rows_for(range(200, 206), extra=True)
+    t.publish(published)  # 14: both buckets replaced by fresh segments with content hashes
+    t.publish(published.take([5, 3, 1, 4, 2, 0]), state={"deps": STATE})  # 15: state only
+    bucket = t.partitions()[0].value  # 16: a snapshot publish of one bucket drops the other
+    t.publish({bucket[0]: published.filter(_in_bucket(t, bucket))}, mode="snapshot")
+
+
+def _in_bucket(t: Any, value: tuple[Any, ...]) -> Any:
+    from carbonlite.writer.partition_rows import partition_spec
+
+    spec = partition_spec(t.snapshot().metadata)
+    table = rows_for(range(200, 206), extra=True)
+    (bucket,) = spec.transform(table)
+    return pa.array([b == value[0] for b in bucket.to_pylist()])
 
 
 def jsonable(value: Any) -> Any:
@@ -171,8 +196,16 @@ def describe_segments(t: Any) -> list[dict[str, Any]]:
             "files": s.files,
             "blocklets": s.blocklets,
             "created_version": s.created_version,
+            **({"partition": s.partition} if s.partition is not None else {}),
         }
         for s in t.segments()
+    ]
+
+
+def describe_partitions(t: Any) -> list[dict[str, Any]]:
+    return [
+        {"name": p.name, "rows": p.rows, "files": p.files, "content_hash": p.content_hash}
+        for p in t.partitions()
     ]
 
 
@@ -201,6 +234,15 @@ def describe(path: Path) -> dict[str, Any]:
         "versions": versions,
         "history": history,
         "segments": segments,
+        **(
+            {
+                "partition_by": list(t.partition_by),
+                "partitions": describe_partitions(t),
+                "states": {n: jsonable_rows(t.state(n)) for n in sorted(t.snapshot().states)},
+            }
+            if t.partition_by
+            else {}
+        ),
     }
 
 
