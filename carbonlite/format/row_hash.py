@@ -104,6 +104,7 @@ longest value's logarithm. Lists use the same machinery over their elements' has
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -126,6 +127,7 @@ __all__ = [
     "column_hashes",
     "content_hash",
     "content_sums",
+    "grouped_content_sums",
     "row_hashes",
 ]
 
@@ -736,6 +738,11 @@ def _type_description(t: pa.DataType) -> Any:
     raise TypeError(f"cannot hash a column of type {t}")
 
 
+@functools.lru_cache(maxsize=256)
+def _described(schema: pa.Schema) -> bytes:
+    return schema_description(schema)
+
+
 def schema_description(schema: pa.Schema) -> bytes:
     """The canonical schema description folded into :func:`content_hash` (UTF-8 JSON)."""
     fields = [[f.name, _type_description(f.type)] for f in schema]
@@ -860,7 +867,7 @@ class ContentSums:
 
     def digest(self, schema: pa.Schema) -> str:
         """The content hash of rows of ``schema`` with these sums."""
-        description = schema_description(schema)
+        description = _described(schema)
         h = hashlib.blake2b(digest_size=32)
         h.update(_VERSION_TAG)
         h.update(struct.pack("<Q", len(description)))
@@ -912,3 +919,36 @@ def content_sums(
             total_b += part_b
         rows += n
     return ContentSums(rows, total_a & _MASK, total_b & _MASK)
+
+
+def grouped_content_sums(
+    table: pa.Table, order: np.ndarray, starts: np.ndarray, sizes: np.ndarray
+) -> list[ContentSums]:
+    """The :class:`ContentSums` of each group of rows of ``table``: group ``g`` is the rows
+    ``order[starts[g] : starts[g] + sizes[g]]``. Every row is hashed once, in place (no row is
+    moved), and each group's hashes are summed: much faster than hashing each group alone
+    when there are many small groups."""
+    schema_description(table.schema)  # TypeError for unsupported types
+    n = table.num_rows
+    ha = np.empty(n, dtype=np.uint64)
+    hb = np.empty(n, dtype=np.uint64)
+    pos = 0
+    for batch in table.to_batches():
+        columns = _prepare_batch(batch)
+        for a, b, (xa, xb) in _row_blocks(columns, 0, batch.num_rows, [ROW_SEED_A, ROW_SEED_B]):
+            ha[pos + a : pos + b] = xa
+            hb[pos + a : pos + b] = xb
+        pos += batch.num_rows
+    if not len(sizes):
+        return []
+    nonempty = sizes > 0
+    sums_a = np.zeros(len(sizes), dtype=np.uint64)
+    sums_b = np.zeros(len(sizes), dtype=np.uint64)
+    if nonempty.any():
+        at = starts[nonempty]
+        sums_a[nonempty] = np.add.reduceat(ha[order], at)  # uint64: wraps modulo 2**64
+        sums_b[nonempty] = np.add.reduceat(hb[order], at)
+    return [
+        ContentSums(int(k), int(x), int(y))
+        for k, x, y in zip(sizes.tolist(), sums_a.tolist(), sums_b.tolist(), strict=True)
+    ]

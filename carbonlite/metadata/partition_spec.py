@@ -60,7 +60,14 @@ import pyarrow.types as pat
 from carbonlite.errors import InvalidOptionError, SchemaMismatchError
 from carbonlite.format.row_hash import column_hashes
 
-__all__ = ["MAX_BUCKETS", "PartitionField", "PartitionSpec", "PartitionValue", "Transform"]
+__all__ = [
+    "MAX_BUCKETS",
+    "Grouping",
+    "PartitionField",
+    "PartitionSpec",
+    "PartitionValue",
+    "Transform",
+]
 
 PartitionValue = tuple[Any, ...]
 Transform = Literal["identity", "year", "month", "day", "hour", "bucket"]
@@ -283,6 +290,22 @@ def _densify(comb: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 @dataclass(frozen=True, slots=True)
+class Grouping:
+    """The rows of each partition of some data: partition ``values[g]`` holds the rows
+    ``order[starts[g] : starts[g] + sizes[g]]``, in their original order."""
+
+    values: list[PartitionValue]
+    order: np.ndarray
+    starts: np.ndarray
+    sizes: np.ndarray
+
+    def rows(self, g: int) -> np.ndarray:
+        """The row numbers of group ``g``."""
+        start = int(self.starts[g])
+        return self.order[start : start + int(self.sizes[g])]
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionSpec:
     """The partition fields of a table, in order (none: unpartitioned, and falsy)."""
 
@@ -346,12 +369,19 @@ class PartitionSpec:
                 out.append(pa.array([None, *values], f.result_type()).take(pa.array(codes)))
         return out
 
-    def split(self, data: pa.Table | pa.RecordBatch) -> list[tuple[PartitionValue, pa.Table]]:
-        """The rows of each partition: groups sorted by value (None first), rows in order."""
+    def grouping(self, data: pa.Table | pa.RecordBatch) -> Grouping:
+        """Which rows of ``data`` belong to which partition, without moving any (``split``
+        moves them): groups sorted by value (None first), rows in order within each."""
         table = pa.table(data)
         n = table.num_rows
         if n == 0 or not self.fields:
-            return [((), table)] if n else []
+            whole = np.arange(n)
+            return Grouping(
+                [()] if n else [],
+                whole,
+                np.zeros(1 if n else 0, np.int64),
+                np.array([n] if n else [], np.int64),
+            )
         per_field = [_field_codes(f, self._column(table, f)) for f in self.fields]
         comb, span = np.zeros(n, np.int64), 1  # mixed-radix code of all fields, in value order
         for codes, values in per_field:
@@ -367,6 +397,18 @@ class PartitionSpec:
         firsts = order[starts]
         keys = [(codes[firsts].tolist(), [None, *values]) for codes, values in per_field]
         found = [tuple(vals[k[g]] for k, vals in keys) for g in range(len(present))]
+        return Grouping(found, order, starts, sizes)
+
+    def split(self, data: pa.Table | pa.RecordBatch) -> list[tuple[PartitionValue, pa.Table]]:
+        """The rows of each partition: groups sorted by value (None first), rows in order."""
+        table = pa.table(data)
+        n = table.num_rows
+        if n == 0 or not self.fields:
+            return [((), table)] if n else []
+        grouped = self.grouping(table)
+        found, order, starts, sizes = grouped.values, grouped.order, grouped.starts, grouped.sizes
+        present = found
+        firsts = order[starts]
         if len(present) == 1:
             return [(found[0], table)]
         # Identity columns are constant in a group: repeat their value rather than move them

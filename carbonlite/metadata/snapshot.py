@@ -55,6 +55,7 @@ class Snapshot:
     and retained versions need, not everything ever written."""
 
     __slots__ = (
+        "_memo",
         "_segments",
         "data_version",
         "manifests",
@@ -103,6 +104,7 @@ class Snapshot:
         self.txns: OrderedMap[str, int] = (
             txns if isinstance(txns, OrderedMap) else OrderedMap(txns.items())
         )
+        self._memo: dict[str, Any] = {}
         self.states: Mapping[str, StateStored] = states or {}
         """The publisher's state tables by name (``storeState``): the newest of each name."""
         self.manifests = manifests
@@ -131,7 +133,17 @@ class Snapshot:
 
     def live_segments(self) -> list[SegmentState]:
         """Segments readers see, in creation order."""
-        return [s for s in self._segments.values() if s.is_live]
+        live = self.memo("live_segments", lambda: [s for s in self._segments.values() if s.is_live])
+        return list(live)
+
+    def memo(self, key: str, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per snapshot (a snapshot never changes): what readers
+        derive from the whole state, such as the partition index planning prunes with."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = make()
+            return value
 
     def streaming_segment(self, partition: tuple[Any, ...] | None = None) -> SegmentState | None:
         """The newest segment of ``partition`` still open for streaming appends."""

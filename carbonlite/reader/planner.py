@@ -17,7 +17,6 @@ from carbonlite.errors import SchemaMismatchError
 from carbonlite.metadata import BlockletEntry, DeletionRef, FileState, SegmentState, Snapshot
 from carbonlite.metadata.blocklet_index import entries_table
 from carbonlite.metadata.manifest import ManifestSet
-from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.partition_prune import pruned_segments
 from carbonlite.reader.predicate import Predicate, can_match
@@ -131,15 +130,13 @@ def plan_scan(
     predicate = filter.predicate if filter is not None else None
     pruned: set[str] = set()
     if predicate is not None and snapshot.metadata.partition_by:
-        spec = PartitionSpec.from_json(list(snapshot.metadata.partition_by), snapshot.schema)
-        pruned = pruned_segments(spec, snapshot.live_segments(), predicate, types)
+        pruned = pruned_segments(snapshot, predicate)
     live: dict[str, tuple[int, SegmentState, FileState]] = {}
-    total = bytes_total = 0
-    for seg, f in snapshot.iter_files():
-        total += f.num_blocklets
-        bytes_total += f.blocklet_bytes
+    total, bytes_total = snapshot.memo("blocklet_totals", lambda: _totals(snapshot))
+    for seg in snapshot.live_segments():
         if seg.segment_id not in pruned:
-            live[f.path] = (len(live), seg, f)
+            for f in seg.files.values():
+                live[f.path] = (len(live), seg, f)
     chunks: list[_Chunk] = []
     manifests = snapshot.manifests
     if manifests is not None and live:
@@ -170,6 +167,15 @@ def plan_scan(
         bytes_total=bytes_total,
         bytes_selected=sum(s.num_bytes for s in splits),
     )
+
+
+def _totals(snapshot: Snapshot) -> tuple[int, int]:
+    """(blocklets, bytes of blocklets) of every live file."""
+    blocklets = size = 0
+    for _, f in snapshot.iter_files():
+        blocklets += f.num_blocklets
+        size += f.blocklet_bytes
+    return blocklets, size
 
 
 _Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 
 from carbonlite.errors import (
@@ -28,10 +29,10 @@ from carbonlite.errors import (
     DataUnavailableError,
     InvalidOptionError,
 )
-from carbonlite.format.row_hash import content_hash
+from carbonlite.format.row_hash import content_hash, grouped_content_sums
 from carbonlite.metadata import Log, SegmentState, Snapshot, StateStored
 from carbonlite.metadata.commit import backoff
-from carbonlite.metadata.partition_spec import PartitionSpec, PartitionValue
+from carbonlite.metadata.partition_spec import Grouping, PartitionSpec, PartitionValue
 from carbonlite.reader.planner import file_split
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.storage import Storage
@@ -42,6 +43,7 @@ from carbonlite.writer.partition_rows import PartitionRows, partition_key, parti
 __all__ = [
     "STATE_DIR",
     "Decision",
+    "Payloads",
     "PublishMode",
     "PublishResult",
     "classify",
@@ -139,45 +141,90 @@ def classify(
     return Decision(tuple(added), tuple(changed), tuple(unchanged), tuple(deleted))
 
 
-def payloads(
-    spec: PartitionSpec, data: pa.Table | Mapping[Any, pa.Table], schema: pa.Schema, where: str
-) -> dict[tuple[Any, ...], tuple[PartitionValue, pa.Table]]:
-    """``data`` by partition key (JSON values): an Arrow table split by the partition fields,
-    or a mapping from partition value to that partition's rows (empty: delete it), each
-    conformed to ``schema``."""
-    if not spec.is_partitioned:
-        raise InvalidOptionError(
-            f"publish needs a partitioned table; {where} has no partition_by (create it with "
-            "create_table(..., partition_by=[...]))"
-        )
-    out: dict[tuple[Any, ...], tuple[PartitionValue, pa.Table]] = {}
-    if isinstance(data, Mapping):
+class Payloads:
+    """The rows a publish was given, by partition: one table of every row (conformed to the
+    table's schema) and which rows belong to which partition, with each partition's content
+    hash (None for an empty payload: a delete). Rows are hashed where they lie, once; only
+    the partitions that get written are ever taken out."""
+
+    def __init__(
+        self,
+        spec: PartitionSpec,
+        data: pa.Table | Mapping[Any, pa.Table],
+        schema: pa.Schema,
+        where: str,
+    ) -> None:
+        if not spec.is_partitioned:
+            raise InvalidOptionError(
+                f"publish needs a partitioned table; {where} has no partition_by (create it "
+                "with create_table(..., partition_by=[...]))"
+            )
+        if isinstance(data, Mapping):
+            values, tables = self._given(spec, data, schema, where)
+            self.table = pa.concat_tables(tables).combine_chunks() if tables else _empty(schema)
+            sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
+            starts = np.cumsum(sizes) - sizes
+            grouping = Grouping(values, np.arange(self.table.num_rows), starts, sizes)
+            _check_own_rows(spec, self.table, grouping, where)
+        elif isinstance(data, pa.Table):
+            self.table = _conformed(data, schema, where)
+            grouping = spec.grouping(self.table)
+        else:
+            raise InvalidOptionError(
+                "publish takes a pyarrow Table (split by the partition columns) or a mapping "
+                f"from partition value to pyarrow Table, not {type(data).__name__}"
+            )
+        self.grouping = grouping
+        self.keys = [partition_key(spec, v) for v in grouping.values]
+        sums = grouped_content_sums(self.table, grouping.order, grouping.starts, grouping.sizes)
+        self.hashes: dict[tuple[Any, ...], str | None] = {
+            key: (s.digest(schema) if s.rows else None)
+            for key, s in zip(self.keys, sums, strict=True)
+        }
+        self._index = {key: g for g, key in enumerate(self.keys)}
+
+    @staticmethod
+    def _given(
+        spec: PartitionSpec, data: Mapping[Any, pa.Table], schema: pa.Schema, where: str
+    ) -> tuple[list[PartitionValue], list[pa.Table]]:
+        values, tables, seen = [], [], set()
         for key, rows in data.items():
             value = spec.normalize(key)
-            table = _conformed(rows, schema, where)
-            if table.num_rows:
-                wrong = [v for v, _ in spec.split(table) if v != value]
-                if wrong:
-                    raise InvalidOptionError(
-                        f"the rows given for partition {spec.describe(value)} of {where} include "
-                        f"rows of partition {spec.describe(wrong[0])}: each payload must hold "
-                        "only its own partition's rows"
-                    )
             k = partition_key(spec, value)
-            if k in out:
+            if k in seen:
                 raise InvalidOptionError(
                     f"partition {spec.describe(value)} is given twice in the publish to {where}"
                 )
-            out[k] = (value, table)
-        return out
-    if not isinstance(data, pa.Table):
-        raise InvalidOptionError(
-            "publish takes a pyarrow Table (split by the partition columns) or a mapping from "
-            f"partition value to pyarrow Table, not {type(data).__name__}"
-        )
-    for value, rows in spec.split(_conformed(data, schema, where)):
-        out[partition_key(spec, value)] = (value, rows)
-    return out
+            seen.add(k)
+            values.append(value)
+            tables.append(_conformed(rows, schema, where))
+        return values, tables
+
+    def rows(self, key: tuple[Any, ...]) -> pa.Table:
+        """The rows given for partition ``key``."""
+        return self.table.take(pa.array(self.grouping.rows(self._index[key])))
+
+
+def _check_own_rows(spec: PartitionSpec, table: pa.Table, given: Grouping, where: str) -> None:
+    """Refuse payloads holding rows of other partitions than the one they are given for."""
+    if not table.num_rows:
+        return
+    actual = spec.grouping(table)
+    owner = np.repeat(np.arange(len(given.sizes)), given.sizes)  # payload of each row
+    for g, value in enumerate(actual.values):
+        rows = actual.rows(g)
+        bad = rows[np.array([given.values[i] != value for i in owner[rows]])]
+        if len(bad):
+            claimed = given.values[int(owner[bad[0]])]
+            raise InvalidOptionError(
+                f"the rows given for partition {spec.describe(claimed)} of {where} include rows "
+                f"of partition {spec.describe(value)}: each payload must hold only its own "
+                "partition's rows"
+            )
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
 
 
 def _conformed(rows: Any, schema: pa.Schema, where: str) -> pa.Table:
@@ -192,21 +239,16 @@ def _conformed(rows: Any, schema: pa.Schema, where: str) -> pa.Table:
 def plan_publish(
     spec: PartitionSpec,
     snapshot: Snapshot,
-    given: Mapping[tuple[Any, ...], tuple[PartitionValue, pa.Table]],
+    given: Payloads,
     mode: PublishMode,
     reader: SplitReader,
-    hashes: dict[tuple[Any, ...], str | None] | None = None,
 ) -> tuple[Decision, tuple[PartitionRows, ...]]:
-    """Compare ``given`` (from :func:`payloads`) with ``snapshot``'s partitions: the decision,
-    and the rows to write (added and changed partitions, with their hashes). ``hashes``
-    caches the payloads' content hashes across re-plans."""
-    hashes = {} if hashes is None else hashes
-    for key, (_, rows) in given.items():
-        if key not in hashes:
-            hashes[key] = content_hash(rows) if rows.num_rows else None
-    decided = classify(spec, snapshot, hashes, mode, reader)
+    """Compare ``given`` with ``snapshot``'s partitions: the decision, and the rows to write
+    (added and changed partitions, with their hashes)."""
+    decided = classify(spec, snapshot, given.hashes, mode, reader)
     parts = tuple(
-        PartitionRows(key, given[key][1], hashes[key]) for key in (*decided.added, *decided.changed)
+        PartitionRows(key, given.rows(key), given.hashes[key])
+        for key in (*decided.added, *decided.changed)
     )
     return decided, parts
 
@@ -296,7 +338,7 @@ def run_publish(
     state: Mapping[str, pa.Table] | None,
     storage_options: Mapping[str, Any] | None,
 ) -> tuple[PublishResult, Snapshot]:
-    """Publish ``data`` (see :func:`payloads`) as one commit; (what it did, new snapshot).
+    """Publish ``data`` (see :class:`Payloads`) as one commit; (what it did, new snapshot).
 
     Losing the race to another data commit plans again on the new version (the payloads'
     hashes are kept), up to ten times."""
@@ -305,9 +347,8 @@ def run_publish(
     started = now_ms()
     snapshot = log.update(snapshot)
     spec = partition_spec(snapshot.metadata)
-    given = payloads(spec, data, snapshot.schema, repr(log.uri))
+    given = Payloads(spec, data, snapshot.schema, repr(log.uri))
     states = write_states(writer.storage, writer.root, state, repr(log.uri))
-    hashes: dict[tuple[Any, ...], str | None] = {}
     for attempt in range(_MAX_ATTEMPTS):
         reader = SplitReader(
             writer.storage,
@@ -317,7 +358,7 @@ def run_publish(
             version=snapshot.version,
         )
         try:
-            decided, parts = plan_publish(spec, snapshot, given, mode, reader, hashes)
+            decided, parts = plan_publish(spec, snapshot, given, mode, reader)
         finally:
             reader.close()
         if not parts and not decided.replaced and not states:
