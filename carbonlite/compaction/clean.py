@@ -27,6 +27,7 @@ from carbonlite.metadata import (
     Snapshot,
     commit,
 )
+from carbonlite.metadata.actions import STATE_DIR
 from carbonlite.metadata.manifest_plan import merge_pending
 from carbonlite.properties import TableProperties
 from carbonlite.writer.append import elapsed_ms, now_ms
@@ -124,9 +125,10 @@ def _expired(timestamp_ms: int, cutoff: int | None) -> bool:
 
 def _stale_log_files(
     log: Log, cutoff_ms: int | None, latest: Snapshot
-) -> tuple[list[str], set[str]]:
-    """Log files no retained version needs, and the manifests the retained checkpoints (and
-    ``latest``) reference."""
+) -> tuple[list[str], set[str], set[str], int | None]:
+    """Log files no retained version needs; the manifests and the state files the retained
+    checkpoints (and ``latest``) reference; the time of the oldest retained checkpoint (None:
+    every version is kept)."""
     listing = log.listing()
     keep_from = None
     for c in reversed(listing.checkpoints):
@@ -139,15 +141,20 @@ def _stale_log_files(
             keep_from = c
             break
     referenced = {r.name for r in latest.manifests.refs} if latest.manifests is not None else set()
+    states = {s.path for s in latest.states.values()}
+    kept_since = None
     for c in listing.checkpoints:
         if keep_from is None or c >= keep_from:
             checkpoint = log.try_read_checkpoint(c)
             if checkpoint is None:
                 continue
+            if c == keep_from:
+                kept_since = checkpoint.timestamp
             if checkpoint.manifests is not None:
                 referenced.update(r.name for r in checkpoint.manifests.refs)
+            states.update(s.path for s in checkpoint.states.values())
     if keep_from is None:
-        return [], referenced
+        return [], referenced, states, None
     paths = [log.version_path(v) for v in listing.versions if v < keep_from]
     paths += [
         p
@@ -156,7 +163,7 @@ def _stale_log_files(
         for p in log.checkpoint_files(c)
         if log.storage.exists(p)  # format 1/2 checkpoints have a blocklet index too
     ]
-    return paths, referenced
+    return paths, referenced, states, kept_since
 
 
 def _stale_manifests(log: Log, referenced: set[str], min_age_ms: int, now: int) -> list[str]:
@@ -168,6 +175,31 @@ def _stale_manifests(log: Log, referenced: set[str], min_age_ms: int, now: int) 
         if name not in referenced and status.mtime * 1000 <= now - min_age_ms:
             stale.append(status.path)
     return stale
+
+
+def _stale_states(log: Log, referenced: set[str], kept_since: int | None) -> list[str]:
+    """State files (``publish(state=...)``) that no retained version can name: written an
+    hour or more before the oldest retained checkpoint (every version that named them is
+    older, and gone with the log files) and not named by a retained checkpoint or the latest
+    state; or left by a publish that failed before its commit."""
+    if kept_since is None:
+        return []
+    root = log.root.rstrip("/") + "/"
+    stale = []
+    try:
+        listing = log.storage.list(log.storage.join(log.root, STATE_DIR))
+    except FileNotFoundError:
+        return []
+    for status in listing:
+        rel = status.path[len(root) :] if status.path.startswith(root) else status.path
+        if rel not in referenced and status.mtime * 1000 <= kept_since - STATE_MARGIN_MS:
+            stale.append(status.path)
+    return stale
+
+
+STATE_MARGIN_MS = 3_600_000
+"""A state file this much older than the oldest retained checkpoint: a publish that wrote it
+then would have committed long before."""
 
 
 def clean(
@@ -215,8 +247,11 @@ def clean(
         for p in (rel, *snapshot.segments[sid].files[rel].dv_files)
     )
     log_retention_ms = int(props.log_retention * 1000)
-    log_files, referenced = _stale_log_files(log, _cutoff(now, log_retention_ms), snapshot)
+    log_files, referenced, states, kept_since = _stale_log_files(
+        log, _cutoff(now, log_retention_ms), snapshot
+    )
     log_files += _stale_manifests(log, referenced, MANIFEST_MIN_AGE_MS, now)
+    log_files += _stale_states(log, states, kept_since)
     if dry_run:
         return CleanResult(True, None, files, nbytes, tuple(log_files), retention), snapshot
     storage, root = log.storage, log.root

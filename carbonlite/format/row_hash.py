@@ -106,6 +106,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 import struct
@@ -932,13 +933,25 @@ def grouped_content_sums(
     n = table.num_rows
     ha = np.empty(n, dtype=np.uint64)
     hb = np.empty(n, dtype=np.uint64)
-    pos = 0
-    for batch in table.to_batches():
-        columns = _prepare_batch(batch)
-        for a, b, (xa, xb) in _row_blocks(columns, 0, batch.num_rows, [ROW_SEED_A, ROW_SEED_B]):
+
+    def hash_range(task: tuple[list[_Column], int, int, int]) -> None:
+        columns, pos, a0, a1 = task
+        for a, b, (xa, xb) in _row_blocks(columns, a0, a1, [ROW_SEED_A, ROW_SEED_B]):
             ha[pos + a : pos + b] = xa
             hb[pos + a : pos + b] = xb
-        pos += batch.num_rows
+
+    tasks, pos, workers = [], 0, _threads()
+    for batch in table.to_batches():
+        columns, m = _prepare_batch(batch), batch.num_rows
+        blocks = -(-m // BLOCK_ROWS)
+        cuts = sorted({min(m, BLOCK_ROWS * (blocks * i // workers)) for i in range(workers)} | {m})
+        tasks.extend((columns, pos, a0, a1) for a0, a1 in itertools.pairwise(cuts) if a1 > a0)
+        pos += m
+    if workers > 1 and len(tasks) > 1:
+        list(thread_pool().map(hash_range, tasks))
+    else:
+        for task in tasks:
+            hash_range(task)
     if not len(sizes):
         return []
     nonempty = sizes > 0

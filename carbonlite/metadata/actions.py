@@ -21,6 +21,7 @@ __all__ = [
     "LOG_FORMAT_VERSION",
     "PARTITION_FORMAT_VERSION",
     "SEALED_FORMAT_VERSION",
+    "STATE_DIR",
     "Action",
     "BlockletEntry",
     "BlockletsAppended",
@@ -181,6 +182,10 @@ class FilesRemoved:
 
     segment_id: str
     files: tuple[str, ...]
+
+
+STATE_DIR = "_carbonlite/state"
+"""Where the state files of publishes live, relative to the table root."""
 
 
 @dataclass(frozen=True, slots=True)

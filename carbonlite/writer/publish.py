@@ -31,6 +31,7 @@ from carbonlite.errors import (
 )
 from carbonlite.format.row_hash import content_hash, grouped_content_sums
 from carbonlite.metadata import Log, SegmentState, Snapshot, StateStored
+from carbonlite.metadata.actions import STATE_DIR
 from carbonlite.metadata.commit import backoff
 from carbonlite.metadata.partition_spec import Grouping, PartitionSpec, PartitionValue
 from carbonlite.reader.planner import file_split
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 PublishMode = Literal["incremental", "snapshot"]
-STATE_DIR = "_carbonlite/state"
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,3 +219,39 @@ def test_publish_sequences_match_a_dict_of_partitions(
     for version, state in at_version.items():  # time travel: every version as it was
         got = canon(t.to_arrow(version=version))
         assert got == sorted(row for v in state.values() for row in v), version
+
+
+def test_clean_deletes_state_files_no_retained_version_names(tmp_path: Path) -> None:
+    import os
+    import time
+
+    t = cl.create_table(
+        tmp_path / "t",
+        SCHEMA,
+        partition_by=["region"],
+        properties={"checkpoint_interval": "2", "log_retention": "1s"},
+    )
+    state_dir = tmp_path / "t" / "_carbonlite" / "state"
+    for i in range(3):  # versions 1-3; checkpoint 2
+        t.publish({"eu": part("eu", [i])}, state={"step": pa.table({"i": [i]})})
+    first = t.snapshot(1).states["step"].path.rsplit("/", 1)[-1]
+    orphan = state_dir / ("0" * 32 + ".arrow")  # a publish that died before its commit
+    orphan.write_bytes(b"not referenced")
+    old = time.time() - 7200  # both written well before checkpoint 2, as they would be
+    for f in (state_dir / first, orphan):
+        os.utime(f, (old, old))
+    time.sleep(1.2)
+    for i in range(3, 6):  # newer checkpoints; the log before them expires
+        t.publish({"eu": part("eu", [i])}, state={"step": pa.table({"i": [i]})})
+    newest = {s.path.rsplit("/", 1)[-1] for s in t.snapshot().states.values()}
+    before = {f.name for f in state_dir.iterdir()}
+    result = t.clean()
+    after = {f.name for f in state_dir.iterdir()}
+    gone = before - after
+    assert gone == {orphan.name, first} and newest <= after
+    assert gone == {p.rsplit("/", 1)[-1] for p in result.log_files if "/state/" in p}
+    kept = cl.open_table(t.path)
+    assert kept.state("step").column("i").to_pylist() == [5]
+    for h in kept.history():  # every version the log still has reads its state
+        if h.operation == "PUBLISH":
+            kept.state("step", version=h.version)
