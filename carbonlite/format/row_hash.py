@@ -940,7 +940,8 @@ def grouped_content_sums(
             ha[pos + a : pos + b] = xa
             hb[pos + a : pos + b] = xb
 
-    tasks, pos, workers = [], 0, _threads()
+    tasks: list[tuple[list[_Column], int, int, int]] = []
+    pos, workers = 0, _threads()
     for batch in table.to_batches():
         columns, m = _prepare_batch(batch), batch.num_rows
         blocks = -(-m // BLOCK_ROWS)
