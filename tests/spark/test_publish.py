@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -184,3 +185,37 @@ def test_a_retried_task_is_published_once(spark: Any, tmp_path: Path) -> None:
     assert not failed & committed
     assert len(t.history()) == 2  # create, one publish
     assert os.path.exists(path / "_carbonlite" / "log")
+
+
+def test_stream_into_a_partitioned_table_commits_each_micro_batch_once(
+    spark: Any, tmp_path: Path, stop_queries: None
+) -> None:
+    from tests.spark.streams import finish
+    from tests.support.spark_data import SOURCE_DDL, write_source_files
+
+    source, table, ck = str(tmp_path / "src"), str(tmp_path / "t"), str(tmp_path / "ck")
+    files = write_source_files(source, 3, 40)
+    query = (
+        spark.readStream.schema(SOURCE_DDL)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(source)
+        .writeStream.format("carbonlite")
+        .option("checkpointLocation", ck)
+        .option("partitionBy", "k")
+        .trigger(availableNow=True)
+        .start(table)
+    )
+    finish(query)
+    t = cl.open_table(table)
+    assert t.partition_by == ("k",)
+    everything = pa.concat_tables(files)
+    assert canon(t.to_arrow()) == canon(everything)
+    commits = [h for h in t.history() if h.operation != "CREATE TABLE"]
+    assert len(commits) == 3  # one version per micro-batch, each touching every partition
+    assert {s.partition for s in t.snapshot().live_segments()} == {
+        (k,) for k in set(everything.column("k").to_pylist())
+    }
+    # each partition's segment holds exactly that partition's rows
+    for p in t.partitions():
+        rows = t.to_arrow(filter=pc.field("k") == p.value[0])
+        assert rows.num_rows == p.rows and set(rows.column("k").to_pylist()) == {p.value[0]}
