@@ -255,3 +255,31 @@ def test_clean_deletes_state_files_no_retained_version_names(tmp_path: Path) -> 
     for h in kept.history():  # every version the log still has reads its state
         if h.operation == "PUBLISH":
             kept.state("step", version=h.version)
+
+
+def test_partitions_and_publish_on_local_disk_and_s3(place: Any) -> None:
+    """The same life on an object store: new objects for every write, state files put once,
+    nothing orphaned after recover."""
+    from tests.support.places import Place
+
+    assert isinstance(place, Place)
+    uri = place.uri("pub")
+    t = cl.create_table(uri, SCHEMA, partition_by=["region"], storage_options=place.storage_options)
+    t.append(pa.concat_tables([part("eu", [1, 2]), part("us", [3])]))
+    t.append(part("eu", [4]))  # the eu segment takes a second write
+    first = t.publish(
+        {"eu": part("eu", [1, 2, 4]), "us": part("us", [3], tag="x")},
+        state={"deps": pa.table({"n": [1]})},
+    )
+    assert first.unchanged == [("eu",)] and first.changed == [("us",)]
+    t.overwrite(part("ap", [9]), partitions="dynamic")
+    fresh = cl.open_table(uri, storage_options=place.storage_options)
+    assert canon(fresh.to_arrow()) == canon(
+        pa.concat_tables([part("eu", [1, 2, 4]), part("us", [3], tag="x"), part("ap", [9])])
+    )
+    assert [p.value for p in fresh.partitions()] == [("ap",), ("eu",), ("us",)]
+    assert fresh.state("deps").column("n").to_pylist() == [1]
+    assert fresh.to_arrow(filter=pc.field("region") == "us").num_rows == 1
+    fresh.recover(min_age=0)
+    assert fresh.verify().ok
+    assert fresh.count_rows() == 5
