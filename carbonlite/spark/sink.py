@@ -45,14 +45,15 @@ from carbonlite.writer.distributed import (
     lease_plan,
     plan_write,
     write_part,
+    write_partitioned_part,
 )
-from carbonlite.writer.distributed_publish import (
-    PublishedPart,
-    commit_publish,
-    discard_publish_parts,
-    write_publish_part,
-)
+from carbonlite.writer.distributed_publish import commit_publish
 from carbonlite.writer.lease import Lease
+from carbonlite.writer.partition_files import (
+    PartitionFile,
+    discard_files,
+    write_partition_files,
+)
 from carbonlite.writer.publish import PublishMode, PublishResult
 
 __all__ = [
@@ -72,6 +73,8 @@ class CarbonLiteCommitMessage(WriterCommitMessage):
     batch_id: int | None = None
     partition: int = 0
     attempt: int = 0
+    partitioned: list[PartitionFile] | None = None
+    """The files it wrote per partition, in a partitioned table (``appended`` is None)."""
 
 
 def _tag(app_id: str) -> str:
@@ -120,6 +123,17 @@ def write_task(
     partition = ctx.partitionId() if ctx is not None else 0
     attempt = ctx.attemptNumber() if ctx is not None else 0
     batches = (relabel_from_spark(b, plan.schema) for b in iterator)
+    if plan.partition_by:
+        files = write_partitioned_part(
+            plan,
+            batches,
+            tag=tag,
+            partition=partition,
+            attempt=attempt,
+            app_id=app_id,
+            batch_id=batch_id,
+        )
+        return CarbonLiteCommitMessage(None, app_id, batch_id, partition, attempt, files)
     appended = write_part(
         plan,
         batches,
@@ -134,6 +148,15 @@ def write_task(
 
 def _parts(messages: list[Any]) -> list[BlockletsAppended | None]:
     return [m.appended if m is not None else None for m in messages]
+
+
+def _partitioned(messages: list[Any]) -> list[PartitionFile]:
+    return [f for m in messages if m is not None for f in (m.partitioned or ())]
+
+
+def _abort(plan: WritePlan, messages: list[Any]) -> None:
+    abort_parts(plan, _parts(messages))
+    discard_files(plan, [f.appended for f in _partitioned(messages)])
 
 
 class _LeasedWriter:
@@ -196,11 +219,12 @@ class CarbonLiteStreamWriter(_LeasedWriter, DataSourceStreamArrowWriter):
                     "epochId": str(batchId),
                 },
                 writer_id=f"{_tag(app_id) if app_id else 'stream'}-driver",
+                partitioned=_partitioned(messages),
             ),
         )
 
     def abort(self, messages: list[Any], batchId: int) -> None:
-        abort_parts(self.plan, _parts(messages))
+        _abort(self.plan, messages)
         self._release()
 
 
@@ -247,11 +271,12 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
                 operation="WRITE",
                 parameters=parameters,
                 writer_id=f"{_tag(self.txn.app_id) if self.txn else 'batch'}-driver",
+                partitioned=_partitioned(messages),
             ),
         )
 
     def abort(self, messages: list[Any]) -> None:
-        abort_parts(self.plan, _parts(messages))
+        _abort(self.plan, messages)
         self._release()
 
 
@@ -309,7 +334,7 @@ def partition_fields(text: str) -> list[str]:
 class CarbonLitePublishMessage(WriterCommitMessage):
     """The partitions one task wrote, with their content sums."""
 
-    parts: list[PublishedPart]
+    parts: list[PartitionFile]
 
 
 class CarbonLitePublishWriter(_LeasedWriter, DataSourceArrowWriter):
@@ -349,8 +374,14 @@ class CarbonLitePublishWriter(_LeasedWriter, DataSourceArrowWriter):
         task = ctx.partitionId() if ctx is not None else 0
         attempt = ctx.attemptNumber() if ctx is not None else 0
         batches = (relabel_from_spark(b, self.plan.schema) for b in iterator)
-        parts = write_publish_part(
-            self.plan, batches, spec_json=self.spec_json, tag=self.tag, task=task, attempt=attempt
+        parts = write_partition_files(
+            self.plan,
+            batches,
+            spec_json=self.spec_json,
+            tag=self.tag,
+            task=task,
+            attempt=attempt,
+            hashed=True,
         )
         return CarbonLitePublishMessage(parts)
 
@@ -373,7 +404,5 @@ class CarbonLitePublishWriter(_LeasedWriter, DataSourceArrowWriter):
             save_result(self.plan, self.token, results[0])
 
     def abort(self, messages: list[Any]) -> None:
-        discard_publish_parts(
-            self.plan, [p.appended for m in messages if m is not None for p in m.parts]
-        )
+        discard_files(self.plan, [p.appended for m in messages if m is not None for p in m.parts])
         self._release()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ from carbonlite.writer.append import (
 )
 from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.lease import Lease
+from carbonlite.writer.partition_files import PartitionFile, write_partition_files
 from carbonlite.writer.stream_file import write_blocklets
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ __all__ = [
     "lease_plan",
     "plan_write",
     "write_part",
+    "write_partitioned_part",
 ]
 
 
@@ -83,6 +85,9 @@ class WritePlan:
     """Names this plan's objects on object stores (a replanned batch never reuses a name)."""
     append_files: bool = True
     """Whether the storage appends (local disk): parts then reuse their files across plans."""
+    partition_by: list[str] = field(default_factory=list)
+    """The table's partition fields when workers write one file per partition (a
+    partitioned table without a primary key); empty otherwise."""
     dynamic_overwrite: bool = False
     """An overwrite of a partitioned table replaces only the partitions written (Spark's
     ``partitionOverwriteMode=dynamic``)."""
@@ -125,6 +130,7 @@ def plan_write(
         read_version=snap.version,
         planned_ms=now_ms(),
         append_files=table.storage.supports_append,
+        partition_by=[] if snap.metadata.primary_key else list(snap.metadata.partition_by),
     )
 
 
@@ -203,6 +209,32 @@ def _write(
     )
 
 
+def write_partitioned_part(
+    plan: WritePlan,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    tag: str,
+    partition: int,
+    attempt: int,
+    app_id: str | None = None,
+    batch_id: int | None = None,
+) -> list[PartitionFile]:
+    """Write one worker's rows into a partitioned table: one new file per partition."""
+    if plan.skip or plan.done(app_id, batch_id):
+        for _ in batches:
+            pass
+        return []
+    return write_partition_files(
+        plan,
+        batches,
+        spec_json=plan.partition_by,
+        tag=tag,
+        task=partition,
+        attempt=attempt,
+        hashed=False,
+    )
+
+
 def commit_parts(
     plan: WritePlan,
     parts: Sequence[BlockletsAppended | None],
@@ -211,15 +243,19 @@ def commit_parts(
     operation: str,
     parameters: dict[str, str],
     writer_id: str,
+    partitioned: Sequence[PartitionFile] = (),
 ) -> int | None:
     """Commit every part (and ``txn``) as one version; the version, or None when nothing was
-    committed (nothing written, or ``txn`` was already there)."""
+    committed (nothing written, or ``txn`` was already there). ``partitioned``: the files
+    workers wrote per partition (:func:`write_partitioned_part`)."""
     from carbonlite.create import open_table
 
     appends = tuple(p for p in parts if p is not None)
-    if plan.skip or (not appends and not plan.overwrite):
+    if plan.skip or (not appends and not partitioned and not plan.overwrite):
         return None
     table = open_table(plan.uri, storage_options=plan.storage_options or None)
+    if plan.partition_by:
+        return _commit_partitioned(table, plan, partitioned, txn, operation, parameters, writer_id)
     if table.primary_key or table.partition_by:
         return _rewrite_parts(table, plan, appends, txn)
     writer = TableWriter(
@@ -240,14 +276,60 @@ def commit_parts(
     return result.version
 
 
+def _commit_partitioned(
+    table: Table,
+    plan: WritePlan,
+    files: Sequence[PartitionFile],
+    txn: TxnMarker | None,
+    operation: str,
+    parameters: dict[str, str],
+    writer_id: str,
+) -> int | None:
+    """The workers' per-partition files, each committed to its partition's STREAMING segment
+    (or a new one), all in one version; an overwrite replaces every partition, or with
+    ``dynamic_overwrite`` those written."""
+    snapshot = table.refresh().snapshot()
+    writer = TableWriter(
+        table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
+    )
+    by_key: dict[tuple[Any, ...], list[BlockletsAppended]] = {}
+    for f in files:
+        by_key.setdefault(f.partition, []).append(f.appended)
+    number = snapshot.next_segment_number()
+    appends: list[BlockletsAppended] = []
+    new_segments: dict[str, tuple[Any, ...]] = {}
+    for key, written in by_key.items():
+        sid, created = writer.target_segment(
+            snapshot, overwrite=plan.overwrite, partition=key, number=number
+        )
+        if created:
+            new_segments[sid] = key
+            number += 1
+        appends.extend(replace(a, segment_id=sid) for a in written)
+    replaced = frozenset(by_key) if plan.overwrite and plan.dynamic_overwrite else None
+    pending = AppendCommit(
+        appends=tuple(appends),
+        new_segments=frozenset(new_segments),
+        txn=txn,
+        overwrite=plan.overwrite,
+        operation=operation,
+        parameters=parameters,
+        started_ms=plan.planned_ms,
+        partitions=new_segments,
+        overwrite_partitions=replaced,
+    )
+    result, _ = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
+    return result.version
+
+
 def _rewrite_parts(
     table: Table, plan: WritePlan, appends: Sequence[BlockletsAppended], txn: TxnMarker | None
 ) -> int | None:
-    """A write into a primary-key or a partitioned table: the parts' rows, read back in
-    partition order, are written again by the table's own writer, which upserts them (deleting
-    the rows they replace; an overwrite keeps one row per key) and routes them to their
-    partitions' segments; the parts themselves are never committed and are removed. The
-    driver holds the micro-batch in memory, and its rows are written twice."""
+    """A write into a primary-key table (partitioned or not): the parts' rows, read back in
+    partition order, are written again by the table's own writer, which upserts them
+    (deleting the rows they replace; an overwrite keeps one row per key) and routes them to
+    their partitions' segments; the parts themselves are never committed and are removed.
+    The driver holds the micro-batch in memory, and its rows are written twice."""
     reader = SplitReader(
         table.storage, table.root, table.schema, storage_options=table.storage_options
     )

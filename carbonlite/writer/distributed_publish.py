@@ -19,118 +19,30 @@ A file's directory is the planned segment's, whichever new segment it ends up in
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-import pyarrow as pa
-
 from carbonlite.errors import CommitConflictError
-from carbonlite.format.row_hash import ContentSums, content_sums
+from carbonlite.format.row_hash import ContentSums
 from carbonlite.metadata import BlockletsAppended, StateStored
 from carbonlite.metadata.commit import backoff
-from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.reader.scan import SplitReader
-from carbonlite.storage import open_storage
 from carbonlite.writer.append import AppendCommit, TableWriter, now_ms
-from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.distributed import WritePlan
-from carbonlite.writer.partition_rows import partition_key, partition_spec
+from carbonlite.writer.partition_files import PartitionFile, discard_files
+from carbonlite.writer.partition_rows import partition_spec
 from carbonlite.writer.publish import PublishMode, PublishResult, classify
-from carbonlite.writer.stream_file import write_blocklets
 
-__all__ = ["PublishedPart", "commit_publish", "discard_publish_parts", "write_publish_part"]
+__all__ = ["commit_publish"]
 
 _MAX_ATTEMPTS = 10
 
 
-@dataclass(frozen=True, slots=True)
-class PublishedPart:
-    """One partition's rows as one worker wrote them."""
-
-    partition: tuple[Any, ...]
-    """The partition's key (its JSON values)."""
-    sums: ContentSums
-    appended: BlockletsAppended
-
-
-def _key_tag(key: tuple[Any, ...]) -> str:
-    return hashlib.sha1(json.dumps(list(key)).encode()).hexdigest()[:12]
-
-
-def write_publish_part(
-    plan: WritePlan,
-    batches: Iterable[pa.RecordBatch],
-    *,
-    spec_json: Sequence[str],
-    tag: str,
-    task: int,
-    attempt: int,
-) -> list[PublishedPart]:
-    """Write one worker's rows, one new file per partition, as they stream in (a
-    partition's rows are flushed as blocklets once a blocklet's worth has gathered); runs on
-    an executor."""
-    storage, root = open_storage(plan.uri, plan.storage_options or None)
-    spec = PartitionSpec.from_json(list(spec_json), plan.schema)
-    pending: dict[tuple[Any, ...], list[pa.Table]] = {}
-    counts: dict[tuple[Any, ...], int] = {}
-    sums: dict[tuple[Any, ...], ContentSums] = {}
-    written: dict[tuple[Any, ...], BlockletsAppended] = {}
-
-    def flush(key: tuple[Any, ...]) -> None:
-        rows = pending.pop(key, [])
-        counts.pop(key, None)
-        if not rows:
-            return
-        before = written.get(key)
-        file = (
-            before.file
-            if before is not None
-            else f"segments/{plan.segment_id}/{tag}-{plan.plan_id}-{_key_tag(key)}"
-            f"-p{task:05d}-a{attempt}.cblt"
-        )
-        appended = write_blocklets(
-            storage,
-            root,
-            segment_id=plan.segment_id,
-            file=file,
-            committed_length=before.end if before is not None else 0,
-            schema=plan.schema,
-            batches=(b for t in rows for b in t.to_batches()),
-            storage_options=plan.storage_options,
-            compression_level=plan.compression_level,
-            codec=plan.codec,
-            max_rows=plan.blocklet_max_rows,
-            max_bytes=plan.blocklet_max_bytes,
-        )
-        if appended is None:
-            return
-        written[key] = (
-            appended
-            if before is None
-            else replace(before, end=appended.end, blocklets=before.blocklets + appended.blocklets)
-        )
-
-    for batch in conformed_batches(batches, plan.schema, where=plan.uri):
-        for value, part in spec.split(batch):
-            key = partition_key(spec, value)
-            pending.setdefault(key, []).append(part)
-            counts[key] = counts.get(key, 0) + part.num_rows
-            sums[key] = sums[key] + content_sums(part) if key in sums else content_sums(part)
-            if counts[key] >= plan.blocklet_max_rows:
-                flush(key)
-    for key in list(pending):
-        flush(key)
-    return [PublishedPart(key, sums[key], appended) for key, appended in written.items()]
-
-
 def commit_publish(
     plan: WritePlan,
-    parts: Sequence[PublishedPart],
+    parts: Sequence[PartitionFile],
     *,
     mode: PublishMode,
     states: tuple[StateStored, ...] = (),
@@ -145,6 +57,8 @@ def commit_publish(
     files: dict[tuple[Any, ...], list[BlockletsAppended]] = {}
     sums: dict[tuple[Any, ...], ContentSums] = {}
     for p in parts:
+        if p.sums is None:
+            raise ValueError("a publish needs the content sums of every part")
         files.setdefault(p.partition, []).append(p.appended)
         sums[p.partition] = sums[p.partition] + p.sums if p.partition in sums else p.sums
     snapshot = table.snapshot()
@@ -161,7 +75,7 @@ def commit_publish(
             reader.close()
         written = [*decided.added, *decided.changed]
         if not written and not decided.replaced and not states:
-            discard_publish_parts(plan, [a for group in files.values() for a in group])
+            discard_files(plan, [a for group in files.values() for a in group])
             return decided.result(spec, None)
         number = snapshot.next_segment_number()
         appends: list[BlockletsAppended] = []
@@ -189,21 +103,12 @@ def commit_publish(
             committed, _ = writer.commit(log, snapshot, pending)
         except CommitConflictError:
             if attempt == _MAX_ATTEMPTS - 1:
-                discard_publish_parts(plan, [a for group in files.values() for a in group])
+                discard_files(plan, [a for group in files.values() for a in group])
                 raise
             time.sleep(backoff(attempt))
             snapshot = log.update(snapshot)
             continue
         unchanged = [a for key in decided.unchanged for a in files.get(key, ())]
-        discard_publish_parts(plan, unchanged)
+        discard_files(plan, unchanged)
         return decided.result(spec, committed.version)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def discard_publish_parts(plan: WritePlan, appends: Iterable[BlockletsAppended]) -> None:
-    """Delete files workers wrote that no version references (best effort: ``recover``
-    removes what is left)."""
-    storage, root = open_storage(plan.uri, plan.storage_options or None)
-    for a in appends:
-        with contextlib.suppress(OSError):
-            storage.delete(storage.join(root, a.file))

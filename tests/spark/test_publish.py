@@ -4,6 +4,7 @@ partitions, the driver commits the changed ones once; a retried task is committe
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,10 @@ def test_spark_writes_route_rows_and_dynamic_overwrite(spark: Any, tmp_path: Pat
     assert canon(t.to_arrow()) == canon(data)
     assert {p.value[0] for p in t.partitions()} == {"eu", "us"}
     assert all(s.partition is not None for s in t.snapshot().live_segments())
+    files = [f.path for _, f in t.snapshot().iter_files()]
+    assert files and all(re.search(r"-p\d{5}-a\d+\.cblt$", f) for f in files), (
+        f"not the tasks' own files (rewritten on the driver?): {files}"
+    )
     new_us = rows({"us": range(100, 104)})
     (
         frame(spark, new_us)
@@ -212,6 +217,8 @@ def test_stream_into_a_partitioned_table_commits_each_micro_batch_once(
     assert canon(t.to_arrow()) == canon(everything)
     commits = [h for h in t.history() if h.operation != "CREATE TABLE"]
     assert len(commits) == 3  # one version per micro-batch, each touching every partition
+    files = [f.path for _, f in t.snapshot().iter_files()]
+    assert all(re.search(r"-p\d{5}-a\d+\.cblt$", f) for f in files), files
     assert {s.partition for s in t.snapshot().live_segments()} == {
         (k,) for k in set(everything.column("k").to_pylist())
     }

@@ -266,3 +266,15 @@ def test_bad_partition_specs_are_refused(tmp_path: Path, spec: list[str], messag
     assert not (tmp_path / "t").exists()
     with pytest.raises(InvalidOptionError, match="list of partition fields"):
         cl.create_table(tmp_path / "t", SCHEMA, partition_by="region")  # type: ignore[arg-type]
+
+
+def test_a_partitioned_primary_key_table_upserts_across_partitions(tmp_path: Path) -> None:
+    t = cl.create_table(tmp_path / "t", SCHEMA, primary_key=["id"], partition_by=["region"])
+    t.append(rows(range(6)))  # ids 0..5 over eu, us, ap
+    moved = rows(range(0, 2), regions=("sa",))  # ids 0 and 1 change partition
+    t.append(moved)
+    got = sorted_rows(t.to_arrow())
+    assert got.column("id").to_pylist() == list(range(6))
+    assert got.column("region").to_pylist()[:2] == ["sa", "sa"]
+    assert {p.value[0]: p.rows for p in t.partitions()} == {"sa": 2, "eu": 1, "us": 1, "ap": 2}
+    assert t.to_arrow(filter=pc.field("region") == "eu").column("id").to_pylist() == [3]
