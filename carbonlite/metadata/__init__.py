@@ -36,6 +36,8 @@ from carbonlite.metadata.requirements import (
     SegmentNotWritableError,
     SegmentStreaming,
     TransactionAlreadyCommitted,
+    TxnContinues,
+    TxnMovedError,
     TxnNotCommitted,
     check_requirements,
 )
@@ -75,7 +77,9 @@ __all__ = [
     "StateStored",
     "TableMetadata",
     "TransactionAlreadyCommitted",
+    "TxnContinues",
     "TxnMarker",
+    "TxnMovedError",
     "TxnNotCommitted",
     "check_requirements",
     "commit",

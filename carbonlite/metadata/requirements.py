@@ -36,6 +36,8 @@ __all__ = [
     "SegmentNotWritableError",
     "SegmentStreaming",
     "TransactionAlreadyCommitted",
+    "TxnContinues",
+    "TxnMovedError",
     "TxnNotCommitted",
     "check_requirements",
 ]
@@ -97,6 +99,52 @@ class TxnNotCommitted:
         done = snapshot.txns.get(self.app_id)
         if done is not None and done >= self.batch_id:
             raise TransactionAlreadyCommitted(self.app_id, self.batch_id, done)
+
+
+class TxnMovedError(CommitConflictError):
+    """Another writer moved an application's transaction marker since this writer read it
+    (two ingesters on one Kafka partition): its batch overlaps what the other committed, so
+    it must re-read where the marker is and start again from there."""
+
+    def __init__(
+        self, message: str, *, app_id: str, expected: int | None, found: int | None, **kw: Any
+    ) -> None:
+        super().__init__(message, **kw)
+        self.app_id = app_id
+        self.expected = expected
+        self.found = found
+
+
+@dataclass(frozen=True, slots=True)
+class TxnContinues:
+    """The table's marker of ``app_id`` is still ``previous`` (None: it has none), so the
+    batch ``batch_id`` continues exactly where the table stands: a compare-and-set on the
+    marker. A marker already at or past ``batch_id`` means this very batch committed before
+    (an uncertain commit retried): the commit is skipped. Any other value means another
+    writer committed part of the same range: :class:`TxnMovedError`."""
+
+    app_id: str
+    previous: int | None
+    batch_id: int
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        found = snapshot.txns.get(self.app_id)
+        if found == self.previous:
+            return
+        if found is not None and found >= self.batch_id:
+            raise TransactionAlreadyCommitted(self.app_id, self.batch_id, found)
+        raise TxnMovedError(
+            f"the marker of {self.app_id!r} in {snapshot.table_path!r} is "
+            f"{'absent' if found is None else found} at version {snapshot.version}, not "
+            f"{'absent' if self.previous is None else self.previous} as this writer read it at "
+            f"version {read_version}: another writer committed part of the batch up to "
+            f"{self.batch_id}; nothing was committed, start again after the table's marker",
+            app_id=self.app_id,
+            expected=self.previous,
+            found=found,
+            read_version=read_version,
+            conflicting_version=snapshot.version,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from carbonlite.metadata import (
     StateStored,
     TableMetadata,
     TransactionAlreadyCommitted,
+    TxnContinues,
     TxnMarker,
     TxnNotCommitted,
     commit,
@@ -170,6 +171,9 @@ class AppendCommit:
     partition overwrite, a publish); None replaces every segment."""
     states: tuple[StateStored, ...] = ()
     """State tables stored with the commit (a publish's ``state``)."""
+    progress: Mapping[str, tuple[int | None, int]] = field(default_factory=dict)
+    """Transaction markers it moves, ``app_id -> (previous, new)``, each a compare-and-set
+    (``TxnContinues``): one per Kafka partition an ingester consumed."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -185,6 +189,9 @@ class AppendCommit:
             requirements.append(RowsUnchangedSince(self.operation.lower()))
         if self.txn is not None:
             requirements.append(TxnNotCommitted(self.txn.app_id, self.txn.batch_id))
+        requirements.extend(
+            TxnContinues(app_id, previous, new) for app_id, (previous, new) in self.progress.items()
+        )
         if self.overwrite:
             requirements.append(DataUnchangedSince())
         if self.exclusive:
@@ -244,6 +251,7 @@ class AppendCommit:
         actions.extend(self.states)
         if self.txn is not None:
             actions.append(self.txn)
+        actions.extend(TxnMarker(app_id, new) for app_id, (_, new) in self.progress.items())
         now = now_ms()
         actions.append(
             CommitInfo(
@@ -389,6 +397,7 @@ class TableWriter:
         overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None = None,
         states: tuple[StateStored, ...] = (),
         started_ms: int | None = None,
+        progress: Mapping[str, tuple[int | None, int]] | None = None,
     ) -> tuple[CommitResult, Snapshot]:
         """Write ``data`` and commit it as one version; returns the result and new snapshot.
         With ``merge_schema``, columns of ``data`` the table lacks are added in the same
@@ -398,16 +407,24 @@ class TableWriter:
         In a partitioned table the rows go to their partitions' segments (``parts``: rows
         already split by partition, ``data`` then unused). ``fresh``: every partition gets a
         new segment (a publish); ``overwrite_partitions``: what an overwrite replaces (None:
-        everything, ``"dynamic"``: the partitions ``data`` has rows of); ``states``: state tables stored in the same version."""
+        everything, ``"dynamic"``: the partitions ``data`` has rows of); ``states``: state tables
+        stored in the same version; ``progress``: transaction markers moved by compare-and-set
+        (``AppendCommit.progress``)."""
         started = now_ms() if started_ms is None else started_ms
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
         with self.owned():
             snapshot = log.update(snapshot)  # committed lengths as of now, under the lock
+            checks: list[TxnNotCommitted | TxnContinues] = [
+                TxnContinues(app_id, previous, new)
+                for app_id, (previous, new) in (progress or {}).items()
+            ]
             if txn is not None:
-                try:
-                    TxnNotCommitted(txn.app_id, txn.batch_id).check(snapshot, snapshot.version)
-                except TransactionAlreadyCommitted:
-                    return CommitResult(None, operation, skipped=True), snapshot
+                checks.append(TxnNotCommitted(txn.app_id, txn.batch_id))
+            try:  # before writing anything; the commit checks again
+                for check in checks:
+                    check.check(snapshot, snapshot.version)
+            except TransactionAlreadyCommitted:
+                return CommitResult(None, operation, skipped=True), snapshot
             with self.leased() as lease:
                 return self._write_and_commit(
                     log,
@@ -424,6 +441,7 @@ class TableWriter:
                     fresh=fresh,
                     overwrite_partitions=overwrite_partitions,
                     states=states,
+                    progress=dict(progress or {}),
                 )
 
     def _write_and_commit(
@@ -443,6 +461,7 @@ class TableWriter:
         fresh: bool,
         overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None,
         states: tuple[StateStored, ...],
+        progress: Mapping[str, tuple[int | None, int]],
     ) -> tuple[CommitResult, Snapshot]:
         props = TableProperties(snapshot.properties)
         schema = snapshot.schema
@@ -522,6 +541,7 @@ class TableWriter:
             and metadata is None
             and not changes.deletions
             and not states
+            and not progress
         ):
             return CommitResult(None, operation), snapshot
         parameters = {"writer_id": self.writer_id}
@@ -551,6 +571,7 @@ class TableWriter:
             content_hashes=hashes,
             overwrite_partitions=replaced,
             states=states,
+            progress=progress,
         )
         if lease is not None:
             lease.check()
