@@ -510,6 +510,6 @@ def history(
 
 def main() -> None:
     """Entry point of the console script."""
-    from carbonlite.cli import demo_cmd, maintenance  # noqa: F401 - registers commands
+    from carbonlite.cli import demo_cmd, ingest_cmd, maintenance  # noqa: F401 - registers commands
 
     app()
