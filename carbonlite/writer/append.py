@@ -549,6 +549,8 @@ class TableWriter:
             parameters["mode"] = "overwrite" if overwrite else "append"
         if txn is not None:
             parameters.update(app_id=txn.app_id, batch_id=str(txn.batch_id))
+        if progress:  # e.g. kafka:events:0=41,kafka:events:1=57: the offsets committed
+            parameters["txns"] = ",".join(f"{a}={new}" for a, (_, new) in progress.items())
         if metadata is not None and merge_schema:
             added = metadata[1].schema.names[len(metadata[0].schema) :]
             if added:

@@ -77,10 +77,12 @@ def test_ingest_exactly_once_and_resume_after_new_messages(
     t = cl.open_table(path)
     for p, end in ends.items():
         assert t.transaction_version(app_id(name, p)) == end - 1
-    # every commit carries its markers in the same version as its rows
-    for h in t.history():
-        if h.operation == "APPEND":
-            assert h.rows > 0
+    # every commit carries its markers in the same version as its rows, and says so
+    appends = [h for h in t.history() if h.operation == "APPEND"]
+    assert appends and all(h.rows > 0 and h.parameters["txns"] for h in appends)
+    newest = dict(kv.split("=") for kv in appends[0].parameters["txns"].split(","))
+    for p, offset in newest.items():
+        assert t.transaction_version(p) == int(offset)
     again = ingester(kafka_broker, path, name).run()  # nothing new: nothing committed
     assert again.rows == 0 and again.commits == 0
     produce(kafka_broker, name, range(3000, 3500))
