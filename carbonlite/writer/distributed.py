@@ -143,6 +143,18 @@ def part_file(plan: WritePlan, tag: str, partition: int, attempt: int) -> str:
     return f"segments/{plan.segment_id}/{name}.cblt"
 
 
+def _skipped(
+    plan: WritePlan, batches: Iterable[pa.RecordBatch], app_id: str | None, batch_id: int | None
+) -> bool:
+    """Whether the plan writes nothing for this worker (the transaction was committed before,
+    or a save mode ignores the write); its rows are then read to the end and dropped."""
+    if not (plan.skip or plan.done(app_id, batch_id)):
+        return False
+    for _ in batches:  # already committed (a replay) or ignored: write nothing
+        pass
+    return True
+
+
 def write_part(
     plan: WritePlan,
     batches: Iterable[pa.RecordBatch],
@@ -154,9 +166,7 @@ def write_part(
     batch_id: int | None = None,
 ) -> BlockletsAppended | None:
     """Write one worker's rows; None when it wrote nothing (no rows, or the plan skips)."""
-    if plan.skip or plan.done(app_id, batch_id):
-        for _ in batches:  # already committed (a replay) or ignored: write nothing
-            pass
+    if _skipped(plan, batches, app_id, batch_id):
         return None
     storage, root = open_storage(plan.uri, plan.storage_options or None)
     file = part_file(plan, tag, partition, attempt)
@@ -220,9 +230,7 @@ def write_partitioned_part(
     batch_id: int | None = None,
 ) -> list[PartitionFile]:
     """Write one worker's rows into a partitioned table: one new file per partition."""
-    if plan.skip or plan.done(app_id, batch_id):
-        for _ in batches:
-            pass
+    if _skipped(plan, batches, app_id, batch_id):
         return []
     return write_partition_files(
         plan,
