@@ -12,7 +12,15 @@ the exact input of every operation and replays them on the pyarrow model. A spec
     table       path of the table
     writer_id   writer id (a restarted crash worker reuses it, and so its stream file)
     ops         the operations, run in order; ``first`` is the number of the first one
-    stop_file   (run mode) stop before the next operation once this file exists
+    stop_file   (run mode) stop before the next operation once this file exists (a list:
+                once they all exist)
+    min_ops     (run mode) run at least this many operations before looking at stop_file
+    quota       (run mode) {"commits": n, "file": path}: create ``file`` once n operations
+                committed something (a busy machine must not end the race before every
+                worker had its share)
+    hold        (serve mode) {"phases": [...], "ops": [...]}: after printing one of these
+                phases during one of these operations, wait for ``go`` on stdin (answered
+                with ``going``), so a kill lands exactly there
     barrier     (run mode) {"dir", "me", "all"}: start together (table_worker.wait_until_ready)
     done_file   (run mode) create this file when the last operation is done
     pause       (run mode) seconds to sleep after each operation
@@ -52,30 +60,43 @@ import carbonlite.writer.row_changes as row_changes_module
 from carbonlite.errors import CarbonLiteError
 from carbonlite.format import BlockletFileWriter
 from carbonlite.metadata.log import Log
-from tests.support.fork_server import ForkServer, out, run_child, serve
+from tests.support.fork_server import ForkServer, out, read_line, run_child, serve
 from tests.support.row_ops import run_op
 
+_now = {"op": -1}
+"""The operation the forked child is running."""
 
-def _report_phases() -> None:
-    """Print a line as each phase begins (the real methods run; the wrappers only print)."""
+
+def _phase(name: str, hold: dict[str, Any]) -> None:
+    """Say that phase ``name`` begins; hold there until the test says ``go`` if asked to."""
+    out(f"phase {name}")
+    if name in hold.get("phases", ()) and _now["op"] in hold.get("ops", ()):
+        if read_line() != "go":
+            raise SystemExit(1)
+        out("going")
+
+
+def _report_phases(hold: dict[str, Any]) -> None:
+    """Print a line as each phase begins (the real methods run; the wrappers only print, and
+    hold where ``hold`` says)."""
     real_write_deletions = row_changes_module.write_deletions
     real_writer_init = BlockletFileWriter.__init__
     real_try_write = Log.try_write
 
     def write_deletions(*args: Any, **kwargs: Any) -> Any:
         written = real_write_deletions(*args, **kwargs)
-        out("phase dv")
+        _phase("dv", hold)
         return written
 
     def writer_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        out("phase writing")
+        _phase("writing", hold)
         real_writer_init(self, *args, **kwargs)
 
     def try_write(self: Log, version: int, actions: Any, snapshot: Any) -> bool:
-        out("phase committing")
+        _phase("committing", hold)
         won = real_try_write(self, version, actions, snapshot)
         if won:
-            out("phase committed")
+            _phase("committed", hold)
         return won
 
     row_changes_module.write_deletions = write_deletions
@@ -85,9 +106,10 @@ def _report_phases() -> None:
 
 def forked(spec: dict[str, Any]) -> None:
     """One crash-test child: run the operations, saying what each committed."""
-    _report_phases()
+    _report_phases(spec.get("hold", {}))
     table = carbonlite.open_table(spec["table"], writer_id=spec["writer_id"])
     for i, op in enumerate(spec["ops"], start=spec.get("first", 0)):
+        _now["op"] = i
         out(f"start {i}")
         result = run_op(table, op)
         out(f"done {i} {json.dumps(result)}")
@@ -137,15 +159,22 @@ def loop(spec: dict[str, Any]) -> dict[str, Any]:
         wait_until_ready(spec["barrier"], spec["barrier"]["me"])
     results: list[list[Any]] = []
     errors: list[list[Any]] = []
-    stop = spec.get("stop_file")
+    stop = spec.get("stop_file") or []
+    stop = [stop] if isinstance(stop, str) else stop
     pause = spec.get("pause", 0.0)
-    for i, op in enumerate(spec["ops"], start=spec.get("first", 0)):
-        if stop and os.path.exists(stop):
+    quota = spec.get("quota")
+    committed = 0
+    for n, (i, op) in enumerate(enumerate(spec["ops"], start=spec.get("first", 0))):
+        if stop and n >= spec.get("min_ops", 0) and all(os.path.exists(f) for f in stop):
             break
         try:
             results.append([i, run_op(table, op)])
+            committed += bool(results[-1][1]["versions"])
         except CarbonLiteError as exc:
             errors.append([i, f"{type(exc).__name__}: {exc}"])
+        if quota and committed == quota["commits"]:
+            with open(quota["file"], "w"):
+                pass
         if pause:
             time.sleep(pause)
     if spec.get("done_file"):
@@ -185,6 +214,8 @@ class RowChangeRun:
         """(operation number, phase) of every phase line."""
         self.finished = False
         self.exit_code: int | None = None
+        self.held = False
+        """The worker waits for ``go`` at a phase its spec's ``hold`` names."""
 
     @property
     def in_flight(self) -> int | None:
@@ -205,6 +236,8 @@ class RowChangeRun:
             self.done.append((int(number), json.loads(result)))
         elif kind == "finished":
             self.finished = True
+        elif kind == "going":
+            self.held = False
         elif kind == "exited":
             self.exit_code = int(rest)
         elif kind == "error":
@@ -227,9 +260,20 @@ class RowChangeRun:
             line = self._take(timeout)
             if line.startswith("phase "):
                 op, phase = self.phases[-1]
+                hold = self.spec.get("hold", {})
+                self.held = phase in hold.get("phases", ()) and op in hold.get("ops", ())
                 if phase in phases and (ops is None or op in ops):
                     return True
+                if self.held:
+                    self.go()
         return False
+
+    def go(self) -> None:
+        """Let a worker held at a phase go on (once it said ``going``, the server's stdin
+        holds nothing the server could mistake for a spec)."""
+        self.server.send("go")
+        while self.held and self.exit_code is None:
+            self._take(60)
 
     def kill(self) -> None:
         """SIGKILL the worker (unless it already ended) and collect everything it printed."""

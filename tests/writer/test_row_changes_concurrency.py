@@ -176,8 +176,8 @@ def replay(
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_merge_delete_and_compaction_at_once(tmp_path, seed: int) -> None:
-    """The three workers at once until the merger's 80-odd operations are done; then the
-    replay. The deleter's predicates are on the key and below INITIAL, where no operation
+    """The three workers at once until the merger's 80-odd operations are done and the
+    others committed ten deletes and three maintenance operations; then the replay. The deleter's predicates are on the key and below INITIAL, where no operation
     inserts a key: a delete does not conflict with a blind append's new rows (the
     write-serializable rule, as in Delta: such a delete commutes with the append), so with
     predicates on other columns a strict version-order replay could fail for that reason
@@ -187,14 +187,19 @@ def test_merge_delete_and_compaction_at_once(tmp_path, seed: int) -> None:
     stop = str(tmp_path / "stop")
     barrier = {"dir": str(tmp_path), "all": ["merger", "deleter", "maintainer"]}
     ops = {
-        "merger": merger_ops(seed * 1000 + 1, 80),
+        "merger": merger_ops(seed * 1000 + 1, 400),
         "deleter": deleter_ops(seed * 1000 + 2, 2000),
         "maintainer": maintainer_ops(2000),
     }
+    # The merger runs 80 operations, and on until the others committed their share.
+    quotas = {role: str(tmp_path / f"{role}.quota") for role in ("deleter", "maintainer")}
     specs = {
-        "merger": {"writer_id": "merger", "done_file": stop},
-        "deleter": {"writer_id": "deleter", "stop_file": stop, "pause": 0.01},
-        "maintainer": {"writer_id": "maintainer", "stop_file": stop, "pause": 0.02},
+        "merger": {"writer_id": "merger", "done_file": stop, "min_ops": 80}
+        | {"stop_file": list(quotas.values())},
+        "deleter": {"writer_id": "deleter", "stop_file": stop, "pause": 0.01}
+        | {"quota": {"commits": 10, "file": quotas["deleter"]}},
+        "maintainer": {"writer_id": "maintainer", "stop_file": stop, "pause": 0.02}
+        | {"quota": {"commits": 3, "file": quotas["maintainer"]}},
     }
     began = time.monotonic()
     procs = {

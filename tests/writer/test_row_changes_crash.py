@@ -6,7 +6,8 @@ Workers are processes forked from a fork server (``tests/support/row_change_work
 that run a list of random operations the test made (``tests/support/row_ops.py``), saying
 which versions each one committed. The test kills each worker at a random moment, or right
 as a chosen phase begins (deletion vectors written, a compaction output file created, a log
-version about to be put, or just put), then checks, from this process:
+version about to be put, or just put: the worker waits there for the kill, so it lands in
+that window however busy the machine is), then checks, from this process:
 
 - the operations that committed are exactly those reported, plus perhaps the one in flight
   (then the newest version is that operation's, by the table's history), and every version
@@ -36,6 +37,7 @@ import pyarrow as pa
 import pytest
 
 from carbonlite import create_table, open_table
+from carbonlite.writer.append import owner_lock_paths
 from carbonlite.writer.lease import read_leases
 from tests.support.places import expire_leases
 from tests.support.row_change_worker import RowChangeRun, RowChangeServer
@@ -234,11 +236,29 @@ class Chain:
             assert not unleased, f"{context}: recover skipped {unleased}"
             expire_leases(table)
             skipped = table.recover(min_age=0).skipped_recent
-            assert skipped == (), f"{context}: recover skipped {skipped} past the lease term"
+            assert skipped == (), (
+                f"{context}: recover skipped {skipped} past the lease term: "
+                f"{why_skipped(table, skipped)}"
+            )
         left = self.debris()
         assert not left, f"{context}: recover left {left} (debris before: {before})"
         self.check(f"{context}, after recover")
         return len(before)
+
+
+def why_skipped(table: Any, files: tuple[str, ...]) -> dict[str, str]:
+    """What may have kept ``recover`` from each file: its age, leases, owner locks."""
+    leases, _ = read_leases(table.storage, table.root)
+    now = time.time()
+    out = {}
+    for rel in files:
+        path = table.storage.join(table.root, rel)
+        age = now - os.path.getmtime(path) if os.path.exists(path) else None
+        covering = [(x.lease_id, x.expires_ms - now * 1000) for x in leases if x.covers(rel)]
+        locks = owner_lock_paths(table.storage, table.root, rel)
+        held = [p for p in locks if table.storage.is_locked(p)]
+        out[rel] = f"age {age}, leases (id, ms left) {covering}, held locks {held} of {locks}"
+    return out
 
 
 def run_trials(server: RowChangeServer, base: str, mode: str, seed: int, trials: int) -> dict:
@@ -255,14 +275,17 @@ def run_trials(server: RowChangeServer, base: str, mode: str, seed: int, trials:
         assert chain is not None
         context = f"CARBONLITE_CRASH_SEED={seed}, {mode} trial {trial}, table {chain.path}"
         ops = make_ops(chain.maker, 24)
-        run = server.start({"table": chain.path, "writer_id": WRITER, "ops": ops})
+        spec: dict[str, Any] = {"table": chain.path, "writer_id": WRITER, "ops": ops}
         skip = rng.choice([0, 0, 1, 2, 4])
-        if rng.random() < 0.5:
+        if rng.random() < 0.5:  # at a phase: the worker waits there until killed (or let go)
             targets = {i for i, op in enumerate(ops) if op["op"] in target_ops and i >= skip}
             phase = rng.choice(sorted(target_phases))
+            run = server.start(spec | {"hold": {"phases": [phase], "ops": sorted(targets)}})
             if run.wait_phase({phase}, targets) and rng.random() < 0.5:
+                run.go()  # a moment past the phase instead
                 time.sleep(rng.uniform(0, 0.003))
         else:
+            run = server.start(spec)
             run.wait_done(skip)
             time.sleep(rng.uniform(0, 0.02))
         run.kill()
