@@ -336,7 +336,10 @@ class Table:
         operation: str | None = None,
         schema_mode: SchemaMode = "strict",
         overwrite_partitions: Literal["dynamic"] | None = None,
+        progress: Mapping[str, tuple[int | None, int]] | None = None,
     ) -> CommitResult:
+        """Append or overwrite; ``progress``: transaction markers moved by compare-and-set in
+        the same version (an ingester's offsets, ``AppendCommit.progress``)."""
         merge = schema_mode_arg(schema_mode) == "merge"
         keys = self._snapshot.metadata.primary_key  # fixed when the table was created
         if keys and merge:
@@ -345,7 +348,7 @@ class Table:
                 "add the new columns with add_columns first, then append"
             )
         if keys and not overwrite:
-            return self._upsert(data, txn)
+            return self._upsert(data, txn, progress)
         if keys:  # an overwrite of a primary-key table keeps the last row of each key
             where = repr(self.path)
             data = deduplicated(source_table(data, self.schema, keys, where), keys, where)
@@ -361,6 +364,7 @@ class Table:
                 operation=operation,
                 merge_schema=merge,
                 overwrite_partitions=overwrite_partitions,
+                progress=progress,
             )
         if result.version is not None:
             self._after_data_commit(before)
@@ -368,7 +372,12 @@ class Table:
 
     # --- row-level changes ----------------------------------------------------------------------
 
-    def _upsert(self, data: TableData, txn: TxnMarker | None) -> CommitResult:
+    def _upsert(
+        self,
+        data: TableData,
+        txn: TxnMarker | None,
+        progress: Mapping[str, tuple[int | None, int]] | None = None,
+    ) -> CommitResult:
         """An append to a primary-key table: the last row of each key of ``data`` replaces
         the table's row of that key, or is inserted."""
         batches = list(iter_record_batches(data))  # read once: a retry plans again on them
@@ -379,6 +388,7 @@ class Table:
                     reader, snap, batches, repr(self.path), self._key_cache
                 ),
                 txn,
+                progress,
             )
         except _TxnSkipped:
             return CommitResult(None, "UPSERT", skipped=True)
@@ -457,6 +467,7 @@ class Table:
         operation: str,
         plan: Callable[[Snapshot, SplitReader], RowChangePlan],
         txn: TxnMarker | None = None,
+        progress: Mapping[str, tuple[int | None, int]] | None = None,
     ) -> tuple[RowChangePlan, int | None]:
         """Plan and commit a row-level change (again on a newer snapshot when it loses its
         rows to a concurrent commit); :class:`_TxnSkipped` when ``txn``'s batch is in the
@@ -472,6 +483,7 @@ class Table:
                 plan=plan,
                 storage_options=self.storage_options,
                 txn=txn,
+                progress=progress,
             )
         if version is not None:
             self._after_data_commit(before)

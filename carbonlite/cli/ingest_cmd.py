@@ -61,6 +61,11 @@ def kafka(
     bad_records: str | None = typer.Option(
         None, "--bad-records", help="Table for messages that do not decode (created if missing)."
     ),
+    client: str = typer.Option(
+        "auto",
+        "--client",
+        help="Kafka client: confluent-kafka, kafka-python, or auto (the first when installed).",
+    ),
     as_json: bool = JSON_OPTION,
     storage_options: str | None = STORAGE_OPTION,
 ) -> None:
@@ -79,8 +84,10 @@ def kafka(
     def show(result: IngestResult) -> None:
         if live:
             rate = result.rows / max(time.monotonic() - started, 1e-9)
+            lag = " ".join(f"{p}:{n:,}" for p, n in sorted(result.lag.items())) or "-"
             err_console.print(
-                f"\r{result.rows:,} rows, {result.commits:,} commits, {rate:,.0f} rows/s",
+                f"\r{result.rows:,} rows, {result.commits:,} commits, {rate:,.0f} rows/s, "
+                f"lag {lag}",
                 end="",
             )
 
@@ -95,6 +102,7 @@ def kafka(
         stop_at_end=stop_at_end,
         bad_records=bad_records,
         storage_options=options,
+        client=client,  # type: ignore[arg-type]  # checked by the ingester
         progress=show,
     )
     result = ingester.run(handle_sigterm=True)

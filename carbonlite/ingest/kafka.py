@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,9 +31,16 @@ import pyarrow as pa
 
 from carbonlite.create import create_table, open_table
 from carbonlite.errors import CarbonLiteError, InvalidOptionError
+from carbonlite.ingest.clients import (
+    Client,
+    ClientName,
+    Fetched,
+    KafkaClientError,
+    new_client,
+    resolve_client,
+)
 from carbonlite.ingest.decode import METADATA_COLUMNS, data_schema, decode_values
 from carbonlite.metadata import TxnMovedError
-from carbonlite.optional import require
 from carbonlite.table import Table
 
 __all__ = ["BAD_RECORDS_SCHEMA", "IngestError", "IngestResult", "KafkaIngester", "app_id"]
@@ -75,15 +83,9 @@ class IngestResult:
     """The last offset committed per partition (the table's markers when the run ended)."""
     restarts: int = 0
     """Times another ingester moved a marker first and this one resumed after it."""
-
-
-@dataclass
-class _Message:
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
+    lag: dict[int, int] = field(default_factory=dict)
+    """Messages per partition not ingested yet, as of the last commit: the partition's high
+    watermark in the consumer's last fetch minus its position."""
 
 
 class KafkaIngester:
@@ -93,7 +95,9 @@ class KafkaIngester:
     and ``max_latency`` (seconds) bound a batch: it is committed when either is reached.
     ``stop_at_end``: stop once every partition is ingested up to the end offset it had at
     start. ``bad_records``: path of a table for messages that do not decode (created when
-    missing). ``progress``: called after each commit with the result so far."""
+    missing). ``client``: the Kafka client, ``"confluent-kafka"``, ``"kafka-python"`` or
+    ``"auto"`` (the first when installed); ``client_options``: that client's own settings.
+    ``progress``: called after each commit with the result so far."""
 
     def __init__(
         self,
@@ -109,6 +113,7 @@ class KafkaIngester:
         bad_records: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
         writer_id: str | None = None,
+        client: ClientName = "auto",
         client_options: Mapping[str, Any] | None = None,
         progress: Callable[[IngestResult], None] | None = None,
     ) -> None:
@@ -133,6 +138,7 @@ class KafkaIngester:
         self.max_batch_rows = max_batch_rows
         self.max_latency = max_latency
         self.stop_at_end = stop_at_end
+        self.client = resolve_client(client)
         self.client_options = dict(client_options or {})
         self.progress = progress
         self.stop_event = threading.Event()
@@ -140,23 +146,20 @@ class KafkaIngester:
 
     # --- the consumer ---------------------------------------------------------------------------
 
-    def _consumer(self) -> Any:
-        kafka = require("kafka", "kafka")
-        options: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap_servers,
-            "enable_auto_commit": False,
-            "group_id": None,
-            "max_poll_records": min(self.max_batch_rows, 50_000),
-            "fetch_max_bytes": 64 * 1024 * 1024,
-            "max_partition_fetch_bytes": 16 * 1024 * 1024,
-        }
-        options.update(self.client_options)
-        return kafka.KafkaConsumer(**options)
+    def _consumer(self) -> Client:
+        """A consumer without a group (partitions assigned, offsets kept in the table); a
+        fetch waits for new messages at most a fifth of ``max_latency``, so a quiet topic does
+        not hold a batch back."""
+        return new_client(
+            self.client,
+            self.bootstrap_servers,
+            self.topic,
+            max_wait=min(0.5, self.max_latency / 5),
+            options=self.client_options,
+        )
 
-    def _assign(self, consumer: Any) -> list[Any]:
-        from kafka import TopicPartition
-
-        known = consumer.partitions_for_topic(self.topic)
+    def _assign(self, consumer: Client) -> list[int]:
+        known = consumer.partitions()
         if not known:
             raise IngestError(
                 f"topic {self.topic!r} does not exist on {self.bootstrap_servers} (or has no "
@@ -166,42 +169,22 @@ class KafkaIngester:
         missing = sorted(set(chosen) - set(known))
         if missing:
             raise IngestError(f"topic {self.topic!r} has partitions {sorted(known)}, not {missing}")
-        tps = [TopicPartition(self.topic, p) for p in chosen]
-        consumer.assign(tps)
-        return tps
+        return chosen
 
-    def _seek_to_markers(self, consumer: Any, tps: list[Any]) -> dict[int, int | None]:
+    def _seek_to_markers(self, consumer: Client, partitions: list[int]) -> dict[int, int | None]:
         """Position every partition after its marker; the markers (None: none yet)."""
         self.table.refresh()
-        markers = {
-            tp.partition: self.table.transaction_version(app_id(self.topic, tp.partition))
-            for tp in tps
-        }
-        beginnings = consumer.beginning_offsets(tps)
-        for tp in tps:
-            marker = markers[tp.partition]
-            consumer.seek(tp, beginnings[tp] if marker is None else marker + 1)
+        markers = {p: self.table.transaction_version(app_id(self.topic, p)) for p in partitions}
+        consumer.assign({p: None if m is None else m + 1 for p, m in markers.items()})
         return markers
 
-    def _end_offsets(self, tps: list[Any]) -> dict[int, int]:
-        """Each partition's log end offset now: the high watermark a fetch reports (some
-        brokers, Tansu among them, answer ListOffsets with less than the end), read by a
-        consumer of its own."""
+    def _end_offsets(self, partitions: list[int]) -> dict[int, int]:
+        """Each partition's log end offset now, read by a consumer of its own."""
         probe = self._consumer()
         try:
-            probe.assign(tps)
-            listed = probe.end_offsets(tps)
-            for tp in tps:
-                probe.seek(tp, listed[tp])
-            deadline = time.monotonic() + 30
-            while any(probe.highwater(tp) is None for tp in tps):
-                if time.monotonic() > deadline:
-                    raise IngestError(
-                        f"{self.bootstrap_servers} gave no high watermark of topic "
-                        f"{self.topic!r} within 30 s"
-                    )
-                probe.poll(timeout_ms=100)
-            return {tp.partition: max(int(probe.highwater(tp)), listed[tp]) for tp in tps}
+            return probe.end_offsets(partitions)
+        except KafkaClientError as exc:
+            raise IngestError(f"{self.bootstrap_servers}, topic {self.topic!r}: {exc}") from exc
         finally:
             probe.close()
 
@@ -217,32 +200,48 @@ class KafkaIngester:
         if handle_sigterm:
             signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
         consumer = self._consumer()
+        committer = ThreadPoolExecutor(1, thread_name_prefix="carbonlite-ingest-commit")
         try:
             tps = self._assign(consumer)
             markers = self._seek_to_markers(consumer, tps)
             targets = self._end_offsets(tps) if self.stop_at_end else {}
+            self._assigned = tps
+            # One batch commits in the background while the next is fetched. Each batch's
+            # markers continue from the one before (``after``), so the commits land in order
+            # or not at all: when one finds a marker moved, the batch fetched meanwhile is
+            # dropped too and the ingester resumes after the table's markers.
+            committing: Future[dict[int, int | None]] | None = None
+            after = markers
             while True:
-                if self.stop_at_end and self._reached(consumer, targets):
-                    break
-                batch = self._gather(consumer, targets)
-                if batch:
+                reached = self.stop_at_end and self._reached(consumer, targets)
+                batch = Fetched() if reached else self._gather(consumer, targets)
+                if committing is not None:
                     try:
-                        markers = self._commit(batch, markers)
+                        markers = committing.result()
                     except TxnMovedError:
                         self.result.restarts += 1
-                        markers = self._seek_to_markers(consumer, tps)
+                        committing = None
+                        markers = after = self._seek_to_markers(consumer, tps)
                         continue
-                if self.stop_event.is_set():
+                    committing = None
+                    self.result.lag = self._lag(consumer, tps)
+                    if self.progress is not None:
+                        self.progress(self.result)
+                if batch:
+                    committing = committer.submit(self._commit, batch, after)
+                    after = {**after, **batch.last_offsets()}
+                elif reached or self.stop_event.is_set():
                     break
             self.result.offsets = {p: m for p, m in markers.items() if m is not None}
             return self.result
         finally:
+            committer.shutdown(wait=True, cancel_futures=True)
             consumer.close()
 
-    def _gather(self, consumer: Any, targets: Mapping[int, int]) -> list[_Message]:
+    def _gather(self, consumer: Client, targets: Mapping[int, int]) -> Fetched:
         """Messages until ``max_batch_rows`` or ``max_latency`` after the first one, or (with
         ``stop_at_end``) until every partition reached its target."""
-        batch: list[_Message] = []
+        batch = Fetched()
         started = None
         while len(batch) < self.max_batch_rows:
             now = time.monotonic()
@@ -251,106 +250,101 @@ class KafkaIngester:
             if self.stop_event.is_set() and started is None:
                 break
             wait = self.max_latency if started is None else self.max_latency - (now - started)
-            polled = consumer.poll(
-                timeout_ms=max(1, int(min(wait, 0.2) * 1000)),
-                max_records=self.max_batch_rows - len(batch),
-            )
-            for tp, records in polled.items():
-                limit = targets.get(tp.partition)
-                for r in records:
-                    if limit is not None and r.offset >= limit:
-                        continue  # past the end of the start: a later run takes it
-                    batch.append(_Message(tp.partition, r.offset, r.timestamp, r.key, r.value))
-            if batch and started is None:
+            fetched = consumer.fetch(self.max_batch_rows - len(batch), max(0.001, min(wait, 0.2)))
+            if targets and any(o >= targets[p] for p, o in fetched.last_offsets().items()):
+                # past the end of the start: a later run takes it
+                fetched = fetched.take(
+                    [
+                        i
+                        for i, (p, o) in enumerate(
+                            zip(fetched.partitions, fetched.offsets, strict=True)
+                        )
+                        if o < targets[p]
+                    ]
+                )
+            batch.extend(fetched)
+            if len(batch) and started is None:
                 started = time.monotonic()
             if self.stop_at_end and targets and self._reached(consumer, targets):
                 break
-            if not polled and self.stop_event.is_set():
+            if not len(fetched) and self.stop_event.is_set():
                 break
         return batch
 
-    @staticmethod
-    def _reached(consumer: Any, targets: Mapping[int, int]) -> bool:
-        """Whether every assigned partition's position is at its target offset."""
-        return all(consumer.position(tp) >= targets[tp.partition] for tp in consumer.assignment())
+    def _lag(self, consumer: Client, partitions: list[int]) -> dict[int, int]:
+        lag = {}
+        for p in partitions:
+            highwater = consumer.highwater(p)
+            if highwater is not None:
+                lag[p] = max(0, highwater - consumer.position(p))
+        return lag
 
-    def _commit(
-        self, batch: list[_Message], markers: dict[int, int | None]
-    ) -> dict[int, int | None]:
+    def _reached(self, consumer: Client, targets: Mapping[int, int]) -> bool:
+        """Whether every assigned partition's position is at its target offset."""
+        return all(consumer.position(p) >= targets[p] for p in self._assigned)
+
+    def _commit(self, batch: Fetched, markers: dict[int, int | None]) -> dict[int, int | None]:
         where = repr(self.table.path)
         schema = self.table.schema
-        decoded = decode_values([m.value for m in batch], data_schema(schema), where)
+        decoded = decode_values(batch.values, data_schema(schema), where)
         if decoded.bad:
-            first = batch[decoded.bad[0][0]]
+            first = decoded.bad[0][0]
             if self.bad is None:
                 raise IngestError(
-                    f"message at offset {first.offset} of partition {first.partition} of topic "
-                    f"{self.topic!r} does not fit {where}: {decoded.bad[0][1]} (nothing past "
-                    "the last commit was committed; give a bad-records table to keep going)"
+                    f"message at offset {batch.offsets[first]} of partition "
+                    f"{batch.partitions[first]} of topic {self.topic!r} does not fit {where}: "
+                    f"{decoded.bad[0][1]} (nothing past the last commit was committed; give a "
+                    "bad-records table to keep going)"
                 )
             self._commit_bad(batch, decoded.bad)
-        rows = self._with_metadata(decoded.rows, [batch[i] for i in decoded.good], schema)
-        last: dict[int, int] = {}
-        for m in batch:
-            last[m.partition] = max(last.get(m.partition, -1), m.offset)
+        good = batch if not decoded.bad else batch.take(decoded.good)
+        rows = self._with_metadata(decoded.rows, good, schema)
+        last = batch.last_offsets()
         progress = {
             app_id(self.topic, p): (markers.get(p), offset) for p, offset in sorted(last.items())
         }
-        writer = self.table._writer
-        result, self.table._snapshot = writer.write(
-            self.table.log, self.table.snapshot(), rows, progress=progress
-        )
+        # The table's own append (an upsert in a primary-key table), with the markers
+        result = self.table._write(rows, txn=None, overwrite=False, progress=progress)
         new = dict(markers)
         new.update(last)
         if result.version is not None:
             self.result.commits += 1
             self.result.rows += rows.num_rows
-        if self.progress is not None:
-            self.progress(self.result)
         return new
 
-    def _commit_bad(self, batch: list[_Message], bad: list[tuple[int, str]]) -> None:
+    def _commit_bad(self, batch: Fetched, bad: list[tuple[int, str]]) -> None:
         assert self.bad is not None
-        messages = [(batch[i], error) for i, error in bad]
+        messages = batch.take([i for i, _ in bad])
         table = pa.table(
             {
                 "topic": [self.topic] * len(messages),
-                "partition": [m.partition for m, _ in messages],
-                "offset": [m.offset for m, _ in messages],
-                "timestamp": [m.timestamp for m, _ in messages],
-                "key": [m.key for m, _ in messages],
-                "value": [m.value for m, _ in messages],
-                "error": [e for _, e in messages],
+                "partition": messages.partitions,
+                "offset": messages.offsets,
+                "timestamp": messages.timestamps,
+                "key": messages.keys,
+                "value": messages.values,
+                "error": [e for _, e in bad],
             },
             schema=BAD_RECORDS_SCHEMA,
         )
         self.bad.refresh()
-        last: dict[int, int] = {}
-        for m in batch:
-            last[m.partition] = max(last.get(m.partition, -1), m.offset)
         progress = {}
-        for p, offset in last.items():
+        for p, offset in batch.last_offsets().items():
             previous = self.bad.transaction_version(_bad_app_id(self.topic, p))
             if previous is not None and previous >= offset:
                 return  # this batch's bad records were kept before (a restart re-read it)
             progress[_bad_app_id(self.topic, p)] = (previous, offset)
-        result, self.bad._snapshot = self.bad._writer.write(
-            self.bad.log, self.bad.snapshot(), table, progress=progress
-        )
+        result = self.bad._write(table, txn=None, overwrite=False, progress=progress)
         if result.version is not None:
             self.result.bad_records += len(messages)
 
-    def _with_metadata(
-        self, rows: pa.Table, messages: list[_Message], schema: pa.Schema
-    ) -> pa.Table:
+    def _with_metadata(self, rows: pa.Table, messages: Fetched, schema: pa.Schema) -> pa.Table:
         """``rows`` with the table's ``_kafka_*`` columns filled from ``messages``."""
         extra = {
-            "_kafka_partition": lambda: pa.array([m.partition for m in messages], pa.int32()),
-            "_kafka_offset": lambda: pa.array([m.offset for m in messages], pa.int64()),
-            "_kafka_timestamp": lambda: pa.array(
-                [m.timestamp for m in messages], pa.timestamp("ms", tz="UTC")
-            ),
-            "_kafka_key": lambda: pa.array([m.key for m in messages], pa.binary()),
+            "_kafka_partition": lambda: pa.array(messages.partitions, pa.int32()),
+            "_kafka_offset": lambda: pa.array(messages.offsets, pa.int64()),
+            "_kafka_timestamp": lambda: pa.array(messages.timestamps, pa.timestamp("ms", tz="UTC")),
+            "_kafka_key": lambda: pa.array(messages.keys, pa.binary()),
         }
         for name in METADATA_COLUMNS:
             if name in schema.names:

@@ -304,9 +304,11 @@ def commit_row_change(
     plan: Callable[[Snapshot, SplitReader], _Plan],
     storage_options: Mapping[str, Any],
     txn: TxnMarker | None = None,
+    progress: Mapping[str, tuple[int | None, int]] | None = None,
 ) -> tuple[_Plan | None, int | None, Snapshot]:
     """Plan on the newest snapshot, write the deletion vectors, commit them with the plan's
-    rows (and ``txn``, exactly once); plan again when a concurrent commit changed the rows
+    rows (and ``txn``, exactly once, or the markers ``progress`` moves by compare-and-set:
+    ``TxnMovedError`` when one moved); plan again when a concurrent commit changed the rows
     read (bounded). Returns the plan committed (None: ``txn`` was committed before), its
     version (None when nothing was committed) and the new snapshot."""
     storage, root = log.storage, log.root
@@ -326,7 +328,7 @@ def commit_row_change(
         )
         try:
             planned = plan(snapshot, reader)
-            if not planned.changes_anything and txn is None:
+            if not planned.changes_anything and txn is None and not progress:
                 return planned, None, snapshot
             token = uuid.uuid4().hex[:16]
             vectors = [dv_path(path, token) for _, path in planned.selection.blocklets]
@@ -344,7 +346,13 @@ def commit_row_change(
                 )
                 try:
                     result, snapshot = writer.write(
-                        log, snapshot, planned.data, operation=operation, changes=changes, txn=txn
+                        log,
+                        snapshot,
+                        planned.data,
+                        operation=operation,
+                        changes=changes,
+                        txn=txn,
+                        progress=progress,
                     )
                 except CommitConflictError as exc:
                     discard_deletions(storage, root, changes.deletions)  # nothing was committed

@@ -32,7 +32,7 @@ Forked children (serve mode) write unbuffered lines to stdout:
     pid <pid>               first line
     start <i>               operation i begins
     phase dv                deletion-vector files were written (nothing committed yet)
-    phase writing           a handoff or compaction creates an output file
+    phase writing           a handoff or compaction created an output file
     phase committing        a log version is about to be put
     phase committed         it was put (the operation has not returned yet)
     done <i> <json>         operation i returned: {"versions": [...], "counts": [...]}
@@ -89,8 +89,8 @@ def _report_phases(hold: dict[str, Any]) -> None:
         return written
 
     def writer_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        _phase("writing", hold)
         real_writer_init(self, *args, **kwargs)
+        _phase("writing", hold)  # the output file exists now
 
     def try_write(self: Log, version: int, actions: Any, snapshot: Any) -> bool:
         _phase("committing", hold)
