@@ -510,6 +510,11 @@ def history(
 
 def main() -> None:
     """Entry point of the console script."""
-    from carbonlite.cli import demo_cmd, ingest_cmd, maintenance  # noqa: F401 - registers commands
+    from carbonlite.cli import (  # noqa: F401 - registers commands
+        demo_cmd,
+        ingest_cmd,
+        maintenance,
+        serve_cmd,
+    )
 
     app()

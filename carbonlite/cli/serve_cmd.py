@@ -1,0 +1,65 @@
+"""``carbonlite serve``: the Arrow Flight service (``carbonlite/serve/service.py``) as a command."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+import typer
+
+from carbonlite.cli.app import app, fail_cleanly
+from carbonlite.errors import InvalidOptionError
+
+
+@app.command("serve")
+@fail_cleanly
+def serve(
+    root: str = typer.Argument(..., help="Directory whose tables are served, by relative path."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8815, "--port", help="Port to listen on (0: any free port)."),
+    auth_token: str | None = typer.Option(
+        None, "--auth-token", help="Require 'authorization: Bearer TOKEN' on every call."
+    ),
+    flush_interval: float = typer.Option(
+        1.0, "--flush-interval", help="Seconds between commits of the buffered puts, at most."
+    ),
+    flush_rows: int = typer.Option(
+        100_000, "--flush-rows", help="Commit at once when this many rows are buffered."
+    ),
+) -> None:
+    """Serve every table under ROOT over Arrow Flight: ListFlights, GetFlightInfo, DoGet
+    (committed splits and the rows still in memory), DoPut (exactly-once appends keyed by
+    producer and sequence, acknowledged once in the write-ahead log), and the action
+    healthcheck. SIGTERM (or Ctrl-C) flushes what is buffered and exits 0."""
+    from carbonlite.serve.service import FlightService
+
+    if flush_interval <= 0:
+        raise InvalidOptionError(f"--flush-interval must be more than 0, not {flush_interval}")
+    if flush_rows < 1:
+        raise InvalidOptionError(f"--flush-rows must be at least 1, not {flush_rows}")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+    )
+    service = FlightService(
+        root,
+        host=host,
+        port=port,
+        auth_token=auth_token,
+        flush_interval=flush_interval,
+        flush_rows=flush_rows,
+    )
+    stopping = threading.Event()
+
+    def stop(*_: object) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=service.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"serving {service.catalog.root} on grpc://{host}:{service.port}", flush=True)
+    service.serve()  # returns once shutdown() ran
+    service.close()
+    print("stopped: every buffered put is committed", flush=True)

@@ -1,0 +1,465 @@
+"""``carbonlite serve``: every table under a root directory over Arrow Flight.
+
+- ``ListFlights``: one ``FlightInfo`` per table (``descriptor.path == [name]``), with its
+  schema and row count.
+- ``GetFlightInfo``: a table's (projected) schema and its endpoints: one per split of the
+  committed blocklets a scan would read (planned with the filter's pruning, at ``version``
+  for time travel) and, at the latest version, one for the rows still in memory.
+- ``DoGet``: one endpoint's rows, projected and filtered.
+- ``DoPut``: one atomic, exactly-once append per stream, keyed by ``(producer_id, sequence)``.
+  The rows go to the write-ahead log (concurrent puts share one fsync: group commit) and
+  the in-memory buffer; the answer, ``{"version": null, "skipped": false}``, is sent only
+  once they are durable, and a ``DoGet`` sees them at once. A background flusher commits
+  each table's buffered puts with the producers' sequence markers
+  (``flight:<producer_id>``), moved by compare-and-set, and then lets the log go. A re-sent
+  put whose sequence is durable answers ``{"version": <committed version or null>,
+  "skipped": true}`` and writes nothing.
+- ``DoAction("healthcheck")``: ``{"status": "ok", ...}``.
+
+Started again after a crash, the service replays its log before it listens: a put whose
+marker the table already holds is dropped, every other one is buffered and flushed, so
+each acknowledged put is in the table exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from carbonlite.errors import (
+    CarbonLiteError,
+    InvalidFilterError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from carbonlite.format.conform import conform_batch
+from carbonlite.metadata import TxnMovedError
+from carbonlite.reader.expression import parse_filter
+from carbonlite.reader.planner import ScanPlan, plan_scan
+from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.serve.buffer import Buffer, Put, SequenceError, marker_of
+from carbonlite.serve.catalog import Catalog, TableNameError
+from carbonlite.serve.records import (
+    BadRequestError,
+    PutRequest,
+    ReadRequest,
+    Ticket,
+    decode_put,
+    dnf_filter,
+    encode_put,
+    parse_put,
+    parse_read,
+)
+from carbonlite.serve.wal import WriteAheadLog
+
+__all__ = ["WAL_DIR", "FlightService"]
+
+WAL_DIR = ".carbonlite-serve/wal"
+"""The write-ahead log's directory under the served root (hidden: not a table)."""
+
+log = logging.getLogger("carbonlite.serve")
+
+
+class _TokenAuth(flight.ServerMiddlewareFactory):
+    """Flight's header auth: every call carries ``authorization: Bearer <token>``."""
+
+    def __init__(self, token: str) -> None:
+        self.expected = f"Bearer {token}"
+
+    def start_call(self, info: Any, headers: dict[str, list[str]]) -> None:
+        given = headers.get("authorization") or headers.get("Authorization") or []
+        if self.expected not in given:
+            raise flight.FlightUnauthenticatedError(
+                "this service needs a token: send the header 'authorization: Bearer <token>'"
+            )
+        return None
+
+
+def _flight_error(exc: Exception) -> Exception:
+    """The Flight error a client sees for ``exc``."""
+    if isinstance(exc, (TableNotFoundError, VersionNotFoundError)):
+        return flight.FlightServerError(f"not found: {exc}")
+    if isinstance(exc, (BadRequestError, TableNameError, InvalidFilterError, SequenceError)):
+        return pa.ArrowInvalid(str(exc))
+    if isinstance(exc, SchemaMismatchError):
+        return pa.ArrowInvalid(f"schema mismatch: {exc}")
+    return flight.FlightServerError(f"{type(exc).__name__}: {exc}")
+
+
+def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
+    """A put's rows in the table's schema (the casts ``append`` allows)."""
+    if data.schema.equals(schema, check_metadata=False) and all(
+        f.nullable or data.column(f.name).null_count == 0 for f in schema
+    ):
+        return data.replace_schema_metadata(schema.metadata)
+    where = f"table {name!r}"
+    batches = [
+        conform_batch(b, schema, where=where, allow_missing_nullable=True)
+        for b in data.to_batches()
+    ]
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _committed(sequence: int, marker: int | None) -> bool:
+    return marker is not None and sequence <= marker
+
+
+class FlightService(flight.FlightServerBase):
+    """The tables under ``root`` over Arrow Flight (see the module doc)."""
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8815,
+        auth_token: str | None = None,
+        flush_interval: float = 1.0,
+        flush_rows: int = 100_000,
+        wal_dir: str | None = None,
+    ) -> None:
+        self.catalog = Catalog(root)
+        self.buffer = Buffer()
+        self.flush_interval = flush_interval
+        self.flush_rows = flush_rows
+        self.wal = WriteAheadLog(wal_dir or os.path.join(self.catalog.root, WAL_DIR))
+        self._producer_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self._lsn_floor: dict[int, int] = {}
+        """Per put in flight (by thread): no LSN it gets is below this."""
+        self._last_lsn = 0
+        self._plans: OrderedDict[tuple[Any, ...], tuple[ScanPlan, Any]] = OrderedDict()
+        self._plans_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self.flushes = 0
+        self._replay()
+        middleware = {"auth": _TokenAuth(auth_token)} if auth_token else None
+        super().__init__(f"grpc://{host}:{port}", middleware=middleware)
+        self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
+        self._flusher.start()
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def _replay(self) -> None:
+        """Buffer every logged put the tables lack, then flush them (before listening)."""
+        replayed = 0
+        markers: dict[tuple[str, str], int | None] = {}
+        for record in self.wal.replay():
+            self._last_lsn = max(self._last_lsn, record.lsn)
+            request, rows = decode_put(record.payload, f"write-ahead log record {record.lsn}")
+            key = (request.table, request.producer_id)
+            if key not in markers:
+                try:
+                    table = self.catalog.table(request.table)
+                except TableNotFoundError:
+                    log.warning("replay: table %r is gone; its put is dropped", request.table)
+                    continue
+                markers[key] = table.transaction_version(marker_of(request.producer_id))
+            if _committed(request.sequence, markers[key]):
+                continue  # committed before the crash
+            self.buffer.add(
+                Put(request.table, request.producer_id, request.sequence, record.lsn, rows)
+            )
+            replayed += 1
+        if replayed:
+            log.info("replayed %d put(s) from the write-ahead log", replayed)
+        self.flush_all()
+
+    def close(self) -> None:
+        """After :meth:`shutdown` (no call in progress): stop the flusher, commit what is
+        buffered, close the log (SIGTERM's path)."""
+        self._stopping.set()
+        self._wake.set()
+        self._flusher.join()
+        self.flush_all()
+        self.wal.close()
+        self.catalog.close()
+
+    # --- flushing -----------------------------------------------------------------------------
+
+    def _flush_loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self.flush_interval)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self.flush_all()
+            except Exception:  # keep serving; the puts stay buffered and logged
+                log.exception("flush failed; retrying in %s s", self.flush_interval)
+
+    def flush_all(self) -> None:
+        """Commit every table's buffered puts, then release the log up to what is in."""
+        for name in sorted(self.buffer.tables_pending()):
+            self._flush(name)
+        self._release()
+
+    def _flush(self, name: str) -> None:
+        table = self.catalog.table(name)
+        started = time.monotonic()
+        puts = self.buffer.pending(name)
+        if not puts:
+            return
+        while True:
+            table.refresh()
+            newest: dict[str, int] = {}
+            for put in puts:
+                newest[put.producer_id] = max(newest.get(put.producer_id, -1), put.sequence)
+            markers = {p: table.transaction_version(marker_of(p)) for p in newest}
+            done = [p for p in puts if _committed(p.sequence, markers[p.producer_id])]
+            if done:  # another service instance committed them: not twice
+                self.buffer.drop(name, done)
+                gone = {id(p) for p in done}
+                puts = [p for p in puts if id(p) not in gone]
+                if not puts:
+                    return
+                continue
+            progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
+            rows = pa.concat_tables([p.rows for p in puts])
+            try:
+                result = table._write(rows, txn=None, overwrite=False, progress=progress)
+            except TxnMovedError:
+                continue  # a marker moved meanwhile: look again
+            break
+        assert result.version is not None
+        self.buffer.flushed(name, puts)
+        self.flushes += 1
+        log.info(
+            "flushed %d put(s), %d rows into %r: version %d in %.0f ms",
+            len(puts),
+            rows.num_rows,
+            name,
+            result.version,
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _release(self) -> None:
+        """Let the log go up to the first put not committed yet (or in flight)."""
+        with self._locks_lock:
+            floors = list(self._lsn_floor.values())
+            last = self._last_lsn
+        lowest = self.buffer.lowest_pending_lsn()
+        bound = min([last + 1, *floors, *([lowest] if lowest is not None else [])])
+        if bound > 1:
+            self.wal.release(bound - 1)
+
+    # --- Flight: puts -------------------------------------------------------------------------
+
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        try:
+            if descriptor.descriptor_type != flight.DescriptorType.CMD:
+                raise BadRequestError(
+                    'DoPut needs FlightDescriptor.for_command(json.dumps({"table": ..., '
+                    '"producer_id": ..., "sequence": ...}))'
+                )
+            request = parse_put(descriptor.command)
+            data = reader.read_all()
+            table = self.catalog.table(request.table, refresh=False)
+            try:
+                rows = _conformed(data, table.schema, request.table)
+            except SchemaMismatchError:  # the table's columns may have changed since
+                table = self.catalog.table(request.table)
+                rows = _conformed(data, table.schema, request.table)
+            answer = self._put(request, rows, table)
+        except (CarbonLiteError, pa.ArrowException) as exc:
+            raise _flight_error(exc) from None
+        writer.write(pa.py_buffer(json.dumps(answer).encode()))
+
+    def _put(self, request: PutRequest, rows: pa.Table, table: Any) -> dict[str, Any]:
+        key = (request.table, request.producer_id)
+        with self._locks_lock:
+            lock = self._producer_locks.setdefault(key, threading.Lock())
+        with lock:  # one put of a producer at a time: its sequences stay in order
+            marker = marker_of(request.producer_id)
+            new = self.buffer.check(
+                request.table,
+                request.producer_id,
+                request.sequence,
+                lambda: table.refresh().transaction_version(marker),
+            )
+            if not new:
+                in_table = _committed(request.sequence, table.refresh().transaction_version(marker))
+                return {"version": table.version if in_table else None, "skipped": True}
+            me = threading.get_ident()
+            with self._locks_lock:
+                self._lsn_floor[me] = self._last_lsn + 1
+            lsn = None
+            try:
+                lsn = self.wal.append(encode_put(request, rows))
+                self.buffer.add(
+                    Put(request.table, request.producer_id, request.sequence, lsn, rows)
+                )
+            finally:
+                with self._locks_lock:
+                    del self._lsn_floor[me]
+                    if lsn is not None:
+                        self._last_lsn = max(self._last_lsn, lsn)
+        if self.buffer.pending_rows() >= self.flush_rows:
+            self._wake.set()
+        return {"version": None, "skipped": False}
+
+    # --- Flight: reads ------------------------------------------------------------------------
+
+    def list_flights(
+        self, context: flight.ServerCallContext, criteria: bytes
+    ) -> Iterator[flight.FlightInfo]:
+        for name in self.catalog.names():
+            try:
+                table = self.catalog.table(name)
+            except CarbonLiteError:
+                continue  # a damaged table does not hide the others
+            yield flight.FlightInfo(
+                table.schema,
+                flight.FlightDescriptor.for_path(name),
+                [],
+                table.count_rows(),
+                -1,
+            )
+
+    def get_flight_info(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.FlightInfo:
+        try:
+            if descriptor.descriptor_type == flight.DescriptorType.PATH:
+                path = [p.decode() if isinstance(p, bytes) else p for p in descriptor.path]
+                request = ReadRequest("/".join(path))
+            else:
+                request = parse_read(descriptor.command)
+            plan, markers, memory = self._plan(request)
+        except (CarbonLiteError, pa.ArrowException) as exc:
+            raise _flight_error(exc) from None
+        self._remember(request.table, plan, request.columns, request.filter)
+        common = (request.table, plan.version, request.columns, request.filter)
+        endpoints = [
+            flight.FlightEndpoint(Ticket(*common, split=i).encode(), [])
+            for i in range(len(plan.splits))
+        ]
+        rows = sum(s.live_rows for s in plan.splits)
+        if markers is not None:
+            ticket = Ticket(*common, memory=True, markers=markers, planned_at=time.time())
+            endpoints.append(flight.FlightEndpoint(ticket.encode(), []))
+            rows += memory
+        return flight.FlightInfo(plan.schema, descriptor, endpoints, rows, plan.bytes_selected)
+
+    def _plan(self, request: ReadRequest) -> tuple[ScanPlan, dict[str, int | None] | None, int]:
+        """The plan; for its memory endpoint (None: none) the planned version's markers of
+        the producers with puts in memory, and the rows that version lacks."""
+        table = self.catalog.table(request.table)
+        snap = table.snapshot(request.version)  # refreshed: the latest, unless asked
+        parsed = parse_filter(request.filter, snap.schema, where=repr(table.path))
+        plan = plan_scan(snap, columns=request.columns, filter=parsed)
+        if request.version is not None or table.primary_key:
+            # time travel reads committed rows only; a primary-key table's buffered puts are
+            # upserts, shown once committed (docs/SERVE.md)
+            return plan, None, 0
+        # the producers after the snapshot: a put committed in it was in memory before
+        markers = {p: snap.txns.get(marker_of(p)) for p in self.buffer.producers(request.table)}
+        rows = sum(t.num_rows for t in self.buffer.rows_after(request.table, markers))
+        return plan, markers, rows
+
+    def do_get(
+        self, context: flight.ServerCallContext, ticket: flight.Ticket
+    ) -> flight.FlightDataStream:
+        try:
+            t = Ticket.decode(ticket.ticket)
+            if t.memory:
+                return self._memory_rows(t)
+            plan, parsed = self._cached_plan(t)
+            if t.split is None or not 0 <= t.split < len(plan.splits):
+                raise BadRequestError(f"ticket split {t.split} is not in the plan")
+            table = self.catalog.table(t.table, refresh=False)
+            reader = SplitReader(
+                table.storage, table.root, plan.table_schema, storage_options=table.storage_options
+            )
+            batches = read_splits(reader, [plan.splits[t.split]], plan.schema, parsed)
+
+            def stream() -> Iterator[pa.RecordBatch]:
+                try:
+                    yield from batches
+                finally:
+                    reader.close()
+
+            return flight.GeneratorStream(plan.schema, stream())
+        except (CarbonLiteError, pa.ArrowException) as exc:
+            raise _flight_error(exc) from None
+
+    def _remember(
+        self, name: str, plan: ScanPlan, columns: list[str] | None, filter: Any
+    ) -> tuple[ScanPlan, Any]:
+        """Keep a plan for the DoGets of its tickets (the newest 64 plans)."""
+        parsed = parse_filter(filter, plan.table_schema, where=repr(name))
+        key = (name, plan.version, json.dumps(columns), json.dumps(filter))
+        with self._plans_lock:
+            self._plans[key] = (plan, parsed)
+            self._plans.move_to_end(key)
+            while len(self._plans) > 64:
+                self._plans.popitem(last=False)
+        return plan, parsed
+
+    def _cached_plan(self, t: Ticket) -> tuple[ScanPlan, Any]:
+        """The plan a split ticket came from: remembered, or made again (the same, as a
+        version's plan is)."""
+        key = (t.table, t.version, json.dumps(t.columns), json.dumps(t.filter))
+        with self._plans_lock:
+            found = self._plans.get(key)
+        if found is not None:
+            return found
+        table = self.catalog.table(t.table, refresh=False)
+        filter = dnf_filter(t.filter)
+        plan = table.plan_splits(columns=t.columns, filter=filter, version=t.version)
+        return self._remember(t.table, plan, t.columns, filter)
+
+    def _memory_rows(self, t: Ticket) -> flight.FlightDataStream:
+        table = self.catalog.table(t.table, refresh=False)
+        if t.markers is None or time.time() - t.planned_at > self.buffer.retain_seconds:
+            raise BadRequestError(
+                f"the rows of {t.table!r} after version {t.version} may have left memory "
+                f"(kept {self.buffer.retain_seconds:g} s after their commit): call "
+                "GetFlightInfo again"
+            )
+        tables = self.buffer.rows_after(t.table, t.markers)
+        parsed = parse_filter(dnf_filter(t.filter), table.schema, where=repr(table.path))
+        columns = t.columns if t.columns is not None else table.schema.names
+        schema = pa.schema([table.schema.field(c) for c in columns])
+        out = []
+        for rows in tables:
+            if parsed is not None:
+                rows = rows.filter(parsed.expression)
+            out.append(rows.select(columns))
+        result = pa.concat_tables(out) if out else schema.empty_table()
+        return flight.RecordBatchStream(result)
+
+    # --- Flight: actions ----------------------------------------------------------------------
+
+    def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
+        return [("healthcheck", "Liveness: {'status': 'ok', ...} while the service serves.")]
+
+    def do_action(
+        self, context: flight.ServerCallContext, action: flight.Action
+    ) -> Iterator[flight.Result]:
+        if action.type != "healthcheck":
+            raise pa.ArrowInvalid(f"unknown action {action.type!r}; the service has healthcheck")
+        status = {
+            "status": "ok",
+            "buffered_rows": self.buffer.tables_pending(),
+            "flushes": self.flushes,
+            "wal_syncs": self.wal.syncs,
+        }
+        yield flight.Result(json.dumps(status).encode())

@@ -1,0 +1,226 @@
+"""``carbonlite serve`` as a real process on 127.0.0.1, with a real pyarrow.flight client:
+round trips, exactly once across SIGKILL and restart with re-sent sequences, visibility
+right after each acknowledgement, concurrent producers, the auth token, refused names and
+clear errors, graceful SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+import carbonlite as cl
+from tests.support.flight_service import ServiceProcess, put, read_all
+
+SCHEMA = pa.schema([("producer", pa.string()), ("seq", pa.int64()), ("n", pa.int64())])
+SLOW = ("--flush-interval", "3600", "--flush-rows", "100000000")
+"""Options that keep every put in memory (and the log) until SIGTERM."""
+
+
+def rows(producer: str, seq: int, count: int = 3) -> pa.Table:
+    return pa.table(
+        {"producer": [producer] * count, "seq": [seq] * count, "n": list(range(count))},
+        schema=SCHEMA,
+    )
+
+
+def puts_in(table: pa.Table) -> dict[tuple[str, int], int]:
+    """Rows per (producer, sequence)."""
+    out: dict[tuple[str, int], int] = {}
+    for p, s in zip(
+        table.column("producer").to_pylist(), table.column("seq").to_pylist(), strict=True
+    ):
+        out[(p, s)] = out.get((p, s), 0) + 1
+    return out
+
+
+def path_of(name: str) -> flight.FlightDescriptor:
+    return flight.FlightDescriptor.for_path(name)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> str:
+    cl.create_table(tmp_path / "events", SCHEMA)
+    cl.create_table(tmp_path / "sales" / "eu", SCHEMA)
+    return str(tmp_path)
+
+
+def test_round_trip_visible_at_once_then_committed_exactly_once(root: str) -> None:
+    with ServiceProcess(root, "--flush-interval", "0.3") as service:
+        client = service.client()
+        names = sorted(
+            "/".join(p.decode() for p in i.descriptor.path) for i in client.list_flights()
+        )
+        assert names == ["events", "sales/eu"]
+        for seq in range(5):
+            ack = put(client, "events", "p1", seq, rows("p1", seq))
+            assert ack == {"version": None, "skipped": False}
+            # readable the moment it is acknowledged (from memory or, once flushed, the table)
+            assert puts_in(read_all(client, path_of("events"))) == {
+                ("p1", s): 3 for s in range(seq + 1)
+            }
+        again = put(client, "events", "p1", 4, rows("p1", 4))
+        assert again["skipped"] is True
+        put(client, "sales/eu", "p1", 0, rows("p1", 0, 2))
+        health = json.loads(
+            next(iter(client.do_action(flight.Action("healthcheck", b"")))).body.to_pybytes()
+        )
+        assert health["status"] == "ok"
+        assert service.terminate() == 0  # SIGTERM: flush, exit 0
+    events = cl.open_table(os.path.join(root, "events"))
+    assert puts_in(events.to_arrow()) == {("p1", s): 3 for s in range(5)}
+    assert events.transaction_version("flight:p1") == 4
+    assert cl.open_table(os.path.join(root, "sales", "eu")).count_rows() == 2
+    assert any("flushed" in line for line in service.stderr), "no log line per flush"
+
+
+def test_projection_filter_and_time_travel(root: str) -> None:
+    with ServiceProcess(root, "--flush-interval", "0.2") as service:
+        client = service.client()
+        put(client, "events", "a", 0, rows("a", 0, 10))
+        put(client, "events", "a", 1, rows("a", 1, 10))
+        command = {"table": "events", "columns": ["n"], "filter": [["n", ">=", 7]]}
+        got = read_all(client, flight.FlightDescriptor.for_command(json.dumps(command)))
+        assert got.schema.names == ["n"] and sorted(got.column("n").to_pylist()) == [
+            7,
+            7,
+            8,
+            8,
+            9,
+            9,
+        ]
+        service.terminate()
+    table = cl.open_table(os.path.join(root, "events"))
+    first = [r.version for r in table.history() if r.operation == "APPEND"]
+    with ServiceProcess(root) as service:
+        client = service.client()
+        old = {"table": "events", "version": min(first)}
+        at = read_all(client, flight.FlightDescriptor.for_command(json.dumps(old)))
+        assert at.num_rows == table.count_rows(version=min(first))
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(old)))
+        assert info.schema == SCHEMA and info.total_records == at.num_rows
+
+
+def test_clear_errors(root: str) -> None:
+    with ServiceProcess(root) as service:
+        client = service.client()
+        with pytest.raises(flight.FlightServerError, match="no table 'nope'"):
+            client.get_flight_info(path_of("nope"))
+        for bad in ("../outside", "/etc", "events/../../x"):
+            with pytest.raises(pa.ArrowInvalid, match="table name"):
+                client.get_flight_info(path_of(bad))
+        wrong = pa.table({"producer": ["x"], "other": [1.5]})
+        with pytest.raises(pa.ArrowInvalid, match=r"(?s)schema mismatch.*other"):
+            put(client, "events", "p", 0, wrong)
+        descriptor = flight.FlightDescriptor.for_command(b"{not json")
+        with pytest.raises(pa.ArrowInvalid, match="not JSON"):
+            writer, _ = client.do_put(descriptor, SCHEMA)
+            writer.write_table(rows("p", 0))
+            writer.close()
+        with pytest.raises(pa.ArrowInvalid, match="sequence"):
+            put(client, "events", "p", -1, rows("p", 0))
+        put(client, "events", "p", 5, rows("p", 5))
+        with pytest.raises(pa.ArrowInvalid, match="older and was never received"):
+            put(client, "events", "p", 3, rows("p", 3))
+        with pytest.raises(pa.ArrowInvalid, match="unknown action"):
+            list(client.do_action(flight.Action("reboot", b"")))
+    assert puts_in(cl.open_table(os.path.join(root, "events")).to_arrow()) in ({}, {("p", 5): 3})
+
+
+def test_auth_token_refused_and_accepted(root: str) -> None:
+    with ServiceProcess(root, token="s3cret") as service:
+        client = service.client()
+        with pytest.raises(flight.FlightUnauthenticatedError):
+            list(client.list_flights())
+        with pytest.raises(flight.FlightUnauthenticatedError):
+            list(client.list_flights(options=service.options_for("wrong")))
+        assert len(list(client.list_flights(options=service.options_for("s3cret")))) == 2
+        ack = put(client, "events", "p", 0, rows("p", 0), options=service.options_for("s3cret"))
+        assert ack["skipped"] is False
+
+
+def test_concurrent_producers_share_fsyncs(root: str) -> None:
+    with ServiceProcess(root, "--flush-interval", "0.2") as service:
+        errors: list[BaseException] = []
+
+        def produce(name: str) -> None:
+            try:
+                client = service.client()
+                for seq in range(25):
+                    assert put(client, "events", name, seq, rows(name, seq))["skipped"] is False
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=produce, args=(f"p{i}",)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        client = service.client()
+        got = puts_in(read_all(client, path_of("events")))
+        assert got == {(f"p{i}", s): 3 for i in range(8) for s in range(25)}
+        health = json.loads(
+            next(iter(client.do_action(flight.Action("healthcheck", b"")))).body.to_pybytes()
+        )
+        assert health["wal_syncs"] < 200, f"every put had its own fsync: {health}"
+        assert service.terminate() == 0
+    table = cl.open_table(os.path.join(root, "events"))
+    assert puts_in(table.to_arrow()) == {(f"p{i}", s): 3 for i in range(8) for s in range(25)}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_exactly_once_across_sigkill_and_restart(root: str, seed: int) -> None:
+    """Puts acknowledged before a SIGKILL are readable right after the restart (replayed from
+    the log) and committed once; the producers then re-send from their last acknowledged
+    sequence (the service answers skipped for the durable one) and go on."""
+    rng = random.Random(seed)
+    acked: dict[str, int] = {}
+    service = (
+        ServiceProcess(root, *SLOW)
+        if seed % 2
+        else ServiceProcess(root, "--flush-interval", "0.05")
+    )
+    with service:
+        for rounds in range(3):
+            client = service.client()
+            for p in ("a", "b", "c"):
+                start = acked.get(p, -1)
+                if start >= 0:  # the re-send of the last acknowledged put
+                    assert put(client, "events", p, start, rows(p, start))["skipped"] is True
+                for seq in range(start + 1, start + 1 + rng.randrange(2, 6)):
+                    assert put(client, "events", p, seq, rows(p, seq))["skipped"] is False
+                    acked[p] = seq
+            want = {(p, s): 3 for p, last in acked.items() for s in range(last + 1)}
+            assert puts_in(read_all(client, path_of("events"))) == want
+            service.kill()
+            service.start()
+            assert puts_in(read_all(service.client(), path_of("events"))) == want, f"round {rounds}"
+        assert service.terminate() == 0
+    table = cl.open_table(os.path.join(root, "events"))
+    assert puts_in(table.to_arrow()) == {
+        (p, s): 3 for p, last in acked.items() for s in range(last + 1)
+    }
+    for p, last in acked.items():
+        assert table.transaction_version(f"flight:{p}") == last
+
+
+def test_flush_rows_commits_before_the_interval(root: str) -> None:
+    """--flush-rows: enough buffered rows are committed at once, not at the next interval."""
+    with ServiceProcess(root, "--flush-interval", "3600", "--flush-rows", "10") as service:
+        client = service.client()
+        put(client, "events", "p", 0, rows("p", 0, 4))
+        put(client, "events", "p", 1, rows("p", 1, 8))  # 12 rows buffered: flush now
+        table = cl.open_table(os.path.join(root, "events"))
+        deadline = time.monotonic() + 20
+        while table.refresh().count_rows() < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert puts_in(table.to_arrow()) == {("p", 0): 4, ("p", 1): 8}
+        assert table.transaction_version("flight:p") == 1

@@ -1,0 +1,136 @@
+"""A real ``carbonlite serve`` process on 127.0.0.1 (a free port), and a Flight client of it.
+
+with ServiceProcess(root, "--flush-interval", "0.2") as service:
+    client = service.client()
+    ack = put(client, "events", "producer-1", 0, rows)
+    ...
+    service.kill()      # SIGKILL
+    service.start()     # the same root and options, a new process (it replays its log)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+__all__ = ["ServiceProcess", "put", "read_all"]
+
+
+def _command() -> list[str]:
+    found = shutil.which("carbonlite")
+    if found is None:
+        found = os.path.join(os.path.dirname(sys.executable), "carbonlite")
+    return [found]
+
+
+class ServiceProcess:
+    """``carbonlite serve ROOT --port 0 ...``; the port it printed; its stderr kept."""
+
+    def __init__(self, root: str, *options: str, token: str | None = None) -> None:
+        self.root = root
+        self.options = list(options) + (["--auth-token", token] if token else [])
+        self.token = token
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.stderr: list[str] = []
+
+    def start(self, timeout: float = 30) -> ServiceProcess:
+        self.proc = subprocess.Popen(
+            [*_command(), "serve", self.root, "--port", "0", *self.options],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = b""
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            found = re.search(rb"on grpc://[^:]+:(\d+)", line)
+            if found:
+                self.port = int(found.group(1))
+                return self
+        raise AssertionError(
+            f"the service did not start ({line!r}; exit {self.proc.poll()}):\n"
+            + "".join(self.stderr)
+        )
+
+    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            self.stderr.append(raw.decode(errors="replace"))
+
+    def client(self, token: str | None = None) -> flight.FlightClient:
+        return flight.FlightClient(f"grpc://127.0.0.1:{self.port}")
+
+    def options_for(self, token: str | None) -> flight.FlightCallOptions:
+        given = token if token is not None else self.token
+        headers = [(b"authorization", f"Bearer {given}".encode())] if given else []
+        return flight.FlightCallOptions(headers=headers)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def terminate(self, timeout: float = 60) -> int:
+        """SIGTERM; the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.communicate(timeout=timeout)
+        return self.proc.returncode
+
+    def __enter__(self) -> ServiceProcess:
+        return self.start()
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+def put(
+    client: flight.FlightClient,
+    table: str,
+    producer: str,
+    sequence: int,
+    rows: pa.Table,
+    options: flight.FlightCallOptions | None = None,
+) -> dict[str, Any]:
+    """One DoPut; the service's answer (``{"version", "skipped"}``)."""
+    command = json.dumps({"table": table, "producer_id": producer, "sequence": sequence})
+    descriptor = flight.FlightDescriptor.for_command(command)
+    writer, reader = client.do_put(descriptor, rows.schema, options=options)
+    writer.write_table(rows)
+    writer.done_writing()
+    answer = reader.read()
+    writer.close()
+    assert answer is not None, "the service sent no PutResult"
+    return json.loads(answer.to_pybytes())
+
+
+def read_all(
+    client: flight.FlightClient,
+    descriptor: flight.FlightDescriptor,
+    options: flight.FlightCallOptions | None = None,
+) -> pa.Table:
+    """GetFlightInfo, then DoGet of every endpoint, concatenated."""
+    info = client.get_flight_info(descriptor, options=options)
+    parts = [client.do_get(e.ticket, options=options).read_all() for e in info.endpoints]
+    return pa.concat_tables(parts) if parts else info.schema.empty_table()
