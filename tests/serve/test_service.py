@@ -134,6 +134,18 @@ def test_clear_errors(root: str) -> None:
     assert puts_in(cl.open_table(os.path.join(root, "events")).to_arrow()) in ({}, {("p", 5): 3})
 
 
+def test_a_symlink_out_of_the_root_is_refused(root: str, tmp_path_factory) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    cl.create_table(outside / "secret", SCHEMA)
+    os.symlink(outside / "secret", os.path.join(root, "link"))
+    with ServiceProcess(root) as service:
+        client = service.client()
+        with pytest.raises(pa.ArrowInvalid, match="leads outside"):
+            client.get_flight_info(path_of("link"))
+        names = ["/".join(p.decode() for p in i.descriptor.path) for i in client.list_flights()]
+        assert "link" not in names
+
+
 def test_auth_token_refused_and_accepted(root: str) -> None:
     with ServiceProcess(root, token="s3cret") as service:
         client = service.client()
@@ -224,3 +236,49 @@ def test_flush_rows_commits_before_the_interval(root: str) -> None:
             time.sleep(0.05)
         assert puts_in(table.to_arrow()) == {("p", 0): 4, ("p", 1): 8}
         assert table.transaction_version("flight:p") == 1
+
+
+def test_sigkill_during_concurrent_puts_loses_and_repeats_nothing(root: str) -> None:
+    """Producers keep putting while the service is SIGKILLed at random moments; each one
+    re-sends a put until it is answered (the same sequence), as a producer does. In the end
+    every sequence of every producer is in the table exactly once."""
+    rng = random.Random(7)
+    service = ServiceProcess(root, "--flush-interval", "0.05")
+    stop = threading.Event()
+    lock = threading.Lock()
+    sent: dict[str, int] = {}
+    errors: list[BaseException] = []
+
+    def produce(name: str) -> None:
+        seq = 0
+        while not stop.is_set():
+            try:
+                put(service.client(), "events", name, seq, rows(name, seq))
+            except (flight.FlightError, pa.ArrowException, OSError):
+                time.sleep(0.02)  # the service is down: send the same put again
+                continue
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            with lock:
+                sent[name] = seq
+            seq += 1
+
+    with service:
+        threads = [threading.Thread(target=produce, args=(f"p{i}",)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(4):
+            time.sleep(rng.uniform(0.2, 0.6))
+            service.kill()
+            service.start()
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        assert service.terminate() == 0
+    got = puts_in(cl.open_table(os.path.join(root, "events")).to_arrow())
+    want = {(p, s): 3 for p, last in sent.items() for s in range(last + 1)}
+    assert got == want, f"missing {set(want) - set(got)}, extra {set(got) - set(want)}"
+    assert sum(len(range(last + 1)) for last in sent.values()) > 20
