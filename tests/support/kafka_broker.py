@@ -93,7 +93,6 @@ class KafkaBroker:
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
-        self._producer: KafkaProducer | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -153,9 +152,6 @@ class KafkaBroker:
 
     def stop(self) -> None:
         """Kill the process and reap it. Safe to call twice."""
-        if self._producer is not None:
-            self._producer.close(timeout=5)
-            self._producer = None
         if self.process is not None:
             self.process.kill()
             self.process.wait()
@@ -215,10 +211,26 @@ class KafkaBroker:
             raise ValueError("keys and values differ in length")
         if timestamps_ms is not None and len(timestamps_ms) != len(values):
             raise ValueError("timestamps_ms and values differ in length")
-        if self._producer is None:
-            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        # A producer per call, closed at its end: an idle kafka-python producer kept for the
+        # session spins its network thread on metadata refreshes (a core's worth of CPU taken
+        # from every later test).
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        try:
+            return self._send(producer, topic, values, partition, keys, timestamps_ms)
+        finally:
+            producer.close(timeout=5)
+
+    @staticmethod
+    def _send(
+        producer: KafkaProducer,
+        topic: str,
+        values: Sequence[bytes],
+        partition: int | None,
+        keys: Sequence[bytes | None] | None,
+        timestamps_ms: Sequence[int] | None,
+    ) -> list[tuple[int, int]]:
         futures = [
-            self._producer.send(
+            producer.send(
                 topic,
                 value=value,
                 key=None if keys is None else keys[i],
@@ -227,7 +239,7 @@ class KafkaBroker:
             )
             for i, value in enumerate(values)
         ]
-        self._producer.flush()
+        producer.flush()
         metadata = [future.get(timeout=30) for future in futures]
         return [(m.partition, m.offset) for m in metadata]
 
