@@ -52,6 +52,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -67,13 +68,19 @@ _now = {"op": -1}
 """The operation the forked child is running."""
 
 
+_phase_lock = threading.Lock()
+"""One phase at a time: threads of one operation (a compaction's writers) may reach phases
+together, and two threads reading ``go`` byte by byte from stdin would split it."""
+
+
 def _phase(name: str, hold: dict[str, Any]) -> None:
     """Say that phase ``name`` begins; hold there until the test says ``go`` if asked to."""
-    out(f"phase {name}")
-    if name in hold.get("phases", ()) and _now["op"] in hold.get("ops", ()):
-        if read_line() != "go":
-            raise SystemExit(1)
-        out("going")
+    with _phase_lock:
+        out(f"phase {name}")
+        if name in hold.get("phases", ()) and _now["op"] in hold.get("ops", ()):
+            if read_line() != "go":
+                os._exit(3)  # the test's protocol broke: end loudly, from any thread
+            out("going")
 
 
 def _report_phases(hold: dict[str, Any]) -> None:
