@@ -133,7 +133,8 @@ class ConfluentClient(Client):
         }
         settings.update(options)
         self.consumer = ck.Consumer(settings)
-        self._highwater: dict[int, int] = {}
+        self._position: dict[int, int] = {}
+        """Per partition, the offset after the last message fetched (from ``assign`` on)."""
 
     def partitions(self) -> set[int] | None:
         metadata = self.consumer.list_topics(self.topic, timeout=30)
@@ -151,7 +152,6 @@ class ConfluentClient(Client):
             ]
         )
         self._position = {p: o for p, o in starts.items() if o is not None}
-        self._highwater = {}
 
     def fetch(self, max_messages: int, timeout: float) -> Fetched:
         messages = self.consumer.consume(max_messages, timeout)

@@ -210,14 +210,15 @@ class KafkaIngester:
             # markers continue from the one before (``after``), so the commits land in order
             # or not at all: when one finds a marker moved, the batch fetched meanwhile is
             # dropped too and the ingester resumes after the table's markers.
-            committing: Future[dict[int, int | None]] | None = None
-            after = markers
+            committing: Future[None] | None = None
+            after = markers  # the markers once the batch committing (if any) is in
             while True:
                 reached = self.stop_at_end and self._reached(consumer, targets)
                 batch = Fetched() if reached else self._gather(consumer, targets)
                 if committing is not None:
                     try:
-                        markers = committing.result()
+                        committing.result()
+                        markers = after
                     except TxnMovedError:
                         self.result.restarts += 1
                         committing = None
@@ -283,7 +284,8 @@ class KafkaIngester:
         """Whether every assigned partition's position is at its target offset."""
         return all(consumer.position(p) >= targets[p] for p in self._assigned)
 
-    def _commit(self, batch: Fetched, markers: dict[int, int | None]) -> dict[int, int | None]:
+    def _commit(self, batch: Fetched, markers: dict[int, int | None]) -> None:
+        """Commit ``batch`` with its markers, moved on from ``markers``."""
         where = repr(self.table.path)
         schema = self.table.schema
         decoded = decode_values(batch.values, data_schema(schema), where)
@@ -305,12 +307,9 @@ class KafkaIngester:
         }
         # The table's own append (an upsert in a primary-key table), with the markers
         result = self.table._write(rows, txn=None, overwrite=False, progress=progress)
-        new = dict(markers)
-        new.update(last)
         if result.version is not None:
             self.result.commits += 1
             self.result.rows += rows.num_rows
-        return new
 
     def _commit_bad(self, batch: Fetched, bad: list[tuple[int, str]]) -> None:
         assert self.bad is not None
