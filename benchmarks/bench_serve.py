@@ -236,7 +236,6 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
-    os.environ.setdefault("PATH", "")
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     try:
         results = {

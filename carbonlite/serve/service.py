@@ -136,8 +136,8 @@ class FlightService(flight.FlightServerBase):
         self._producer_locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self._lsn_floor: dict[int, int] = {}
-        """Per put in flight (by thread): no LSN it gets is below this."""
-        self._last_lsn = 0
+        """Per put in flight (by thread): the log's next LSN before its append, so no LSN it
+        gets is below this."""
         self._plans: OrderedDict[tuple[Any, ...], tuple[ScanPlan, Any]] = OrderedDict()
         self._plans_lock = threading.Lock()
         self._wake = threading.Event()
@@ -156,7 +156,6 @@ class FlightService(flight.FlightServerBase):
         replayed = 0
         markers: dict[tuple[str, str], int | None] = {}
         for record in self.wal.replay():
-            self._last_lsn = max(self._last_lsn, record.lsn)
             request, rows = decode_put(record.payload, f"write-ahead log record {record.lsn}")
             key = (request.table, request.producer_id)
             if key not in markers:
@@ -246,11 +245,11 @@ class FlightService(flight.FlightServerBase):
 
     def _release(self) -> None:
         """Let the log go up to the first put not committed yet (or in flight)."""
-        with self._locks_lock:
+        with self._locks_lock:  # a put registering its floor after this gets a later LSN
+            written = self.wal.next_lsn
             floors = list(self._lsn_floor.values())
-            last = self._last_lsn
         lowest = self.buffer.lowest_pending_lsn()
-        bound = min([last + 1, *floors, *([lowest] if lowest is not None else [])])
+        bound = min([written, *floors, *([lowest] if lowest is not None else [])])
         if bound > 1:
             self.wal.release(bound - 1)
 
@@ -298,19 +297,17 @@ class FlightService(flight.FlightServerBase):
                 in_table = _committed(request.sequence, table.refresh().transaction_version(marker))
                 return {"version": table.version if in_table else None, "skipped": True}
             me = threading.get_ident()
+            payload = encode_put(request, rows)
             with self._locks_lock:
-                self._lsn_floor[me] = self._last_lsn + 1
-            lsn = None
+                self._lsn_floor[me] = self.wal.next_lsn
             try:
-                lsn = self.wal.append(encode_put(request, rows))
+                lsn = self.wal.append(payload)
                 self.buffer.add(
                     Put(request.table, request.producer_id, request.sequence, lsn, rows)
                 )
             finally:
                 with self._locks_lock:
                     del self._lsn_floor[me]
-                    if lsn is not None:
-                        self._last_lsn = max(self._last_lsn, lsn)
         if self.buffer.pending_rows() >= self.flush_rows:
             self._wake.set()
         return {"version": None, "skipped": False}

@@ -186,6 +186,16 @@ class WriteAheadLog:
         directory and of a torn tail cut by replay are not counted."""
         return self._syncs
 
+    @property
+    def next_lsn(self) -> int:
+        """The LSN the next append gets: every record below it is written (those whose
+        ``append`` has not returned yet may still wait for their fsync)."""
+        with self._cond:
+            self._check_usable()
+            if not self._loaded:
+                self._load_locked()
+            return self._next_lsn
+
     def replay(self) -> list[WalRecord]:
         """Every intact record still in the log, in LSN order.
 
