@@ -45,6 +45,7 @@ class ServiceProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.stderr: list[str] = []
+        self._drains: list[threading.Thread] = []
 
     def start(self, timeout: float = 30) -> ServiceProcess:
         self.proc = subprocess.Popen(
@@ -52,7 +53,9 @@ class ServiceProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        drain = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        drain.start()
+        self._drains.append(drain)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
         line = b""
@@ -70,6 +73,7 @@ class ServiceProcess:
         )
 
     def _drain(self, proc: subprocess.Popen[bytes]) -> None:
+        # the one reader of the process's stderr (a second reader would take lines from it)
         assert proc.stderr is not None
         for raw in proc.stderr:
             self.stderr.append(raw.decode(errors="replace"))
@@ -88,11 +92,13 @@ class ServiceProcess:
         self.proc.wait(30)
 
     def terminate(self, timeout: float = 60) -> int:
-        """SIGTERM; the exit code."""
+        """SIGTERM; the exit code, once everything the process wrote to stderr is kept."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.communicate(timeout=timeout)
-        return self.proc.returncode
+        code = self.proc.wait(timeout)
+        for drain in self._drains:
+            drain.join(timeout)
+        return code
 
     def __enter__(self) -> ServiceProcess:
         return self.start()
