@@ -1,7 +1,7 @@
 """The Arrow Flight service (issue 16): group commit, visibility, DoGet throughput.
 
     python benchmarks/bench_serve.py [--producers 8] [--puts 150] [--rows-per-put 100]
-        [--visibility 200] [--scan-rows 5000000] [--repeat 3] [--output PATH]
+        [--visibility 200] [--scan-rows 5000000] [--repeat 5] [--output PATH]
 
 A ``carbonlite serve`` process runs on 127.0.0.1 (a free port, ``--flush-interval 0.2``) over
 a temporary root.
@@ -11,6 +11,9 @@ a temporary root.
    processes each calling ``Table.append`` on the table directly (each append its own
    commit, each process its own writer id). Time from the first process's start to the last
    one's end (process start-up excluded). Target: the service acknowledges >= 5x the puts/s.
+   For scale, the same producers against two bare Flight servers in the same run: one that
+   reads each put and answers (the protocol's ceiling on this machine), one that also appends
+   it to a ``WriteAheadLog`` (group commit) before answering (durability's ceiling).
 2. **Visibility**: one producer sends ``--visibility`` puts one after another; after each
    acknowledgement the time until (a) ``GetFlightInfo`` + ``DoGet`` of a command filtered to
    that put returns its rows (target: p50 < 5 ms) and (b) ``open_table().to_arrow()`` with the
@@ -18,7 +21,8 @@ a temporary root.
 3. **DoGet throughput**: a table of ``--scan-rows`` rows (``datagen.event_table``, appended,
    handed off) read whole by ``GetFlightInfo`` + ``DoGet`` of every endpoint at once (a
    thread each, as Flight clients read), against
-   ``Table.to_arrow()`` in this process; best of ``--repeat`` each. Target: >= 0.5x.
+   ``Table.to_arrow()`` in this process; one warm-up read of each (the first opens files and
+   connections), then best of ``--repeat`` each. Target: >= 0.5x.
 
 Markdown on stdout, JSON in ``benchmarks/results/serve.json``.
 """
@@ -50,6 +54,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the service fixture lives with the tests
 
 import carbonlite as cl  # noqa: E402
+from carbonlite.serve.records import encode_put, parse_put  # noqa: E402
+from carbonlite.serve.wal import WriteAheadLog  # noqa: E402
 from tests.support.flight_service import ServiceProcess, put, read_all  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serve.json"
@@ -94,6 +100,42 @@ def append_producer(path: str, name: str, puts: int, rows: int, go: float) -> tu
     for t in data:
         table.append(t)
     return start, time.time()
+
+
+class BareServer(flight.FlightServerBase):
+    """A Flight server that reads each DoPut and answers; with ``wal``, it first appends the
+    put's log record to a write-ahead log (group commit), as the service does."""
+
+    def __init__(self, wal: str | None) -> None:
+        super().__init__("grpc://127.0.0.1:0")
+        self.wal = WriteAheadLog(wal) if wal else None
+
+    def do_put(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
+        request = parse_put(descriptor.command)
+        rows = reader.read_all()
+        if self.wal is not None:
+            self.wal.append(encode_put(request, rows))
+        writer.write(pa.py_buffer(b'{"version": null, "skipped": false}'))
+
+
+def serve_bare(wal: str | None, ports: Any) -> None:
+    server = BareServer(wal)
+    ports.put(server.port)
+    server.serve()
+
+
+def ceiling_puts_per_s(args: argparse.Namespace, wal: str | None) -> float:
+    context = multiprocessing.get_context("spawn")
+    ports = context.Queue()
+    server = context.Process(target=serve_bare, args=(wal, ports), daemon=True)
+    server.start()
+    try:
+        port = ports.get(timeout=60)
+        seconds = run_producers(flight_producer, port, args.producers, args.puts, args.rows_per_put)
+    finally:
+        server.kill()
+        server.join()
+    return args.producers * args.puts / seconds
 
 
 def run_producers(target: Any, first: Any, producers: int, puts: int, rows: int) -> float:
@@ -142,6 +184,9 @@ def bench_puts(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     out["append_puts_per_s"] = total / seconds
     out["append_rows_per_s"] = total * args.rows_per_put / seconds
     out["ratio"] = out["service_puts_per_s"] / out["append_puts_per_s"]
+    progress("the same producers against a bare Flight server, then one with a log")
+    out["bare_puts_per_s"] = ceiling_puts_per_s(args, None)
+    out["bare_wal_puts_per_s"] = ceiling_puts_per_s(args, str(work / "bare-wal"))
     return out
 
 
@@ -204,6 +249,8 @@ def bench_doget(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     with ServiceProcess(str(root)) as service:
         client = service.client()
         descriptor = flight.FlightDescriptor.for_path("events")
+        read_parallel(client, descriptor)  # warm-up: files and connections opened
+        cl.open_table(path).to_arrow()
         for r in range(args.repeat):
             progress(f"full read, repeat {r + 1}")
             start = time.perf_counter()
@@ -233,7 +280,7 @@ def main() -> None:
     parser.add_argument("--rows-per-put", type=int, default=100)
     parser.add_argument("--visibility", type=int, default=200)
     parser.add_argument("--scan-rows", type=int, default=5_000_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -264,6 +311,12 @@ def print_markdown(r: dict[str, Any]) -> None:
         f"{p['service_puts_per_s']:,.0f} puts/s ({p['service_rows_per_s']:,.0f} rows/s, "
         f"{p['wal_syncs']:,} fsyncs) vs `Table.append` {p['append_puts_per_s']:,.0f} puts/s | "
         f"**{p['ratio']:.1f}x** | >= {PUTS_TARGET:g}x | {yes_no(p['ratio'] >= PUTS_TARGET)} |"
+    )
+    bare, bare_wal, base = p["bare_puts_per_s"], p["bare_wal_puts_per_s"], p["append_puts_per_s"]
+    print(
+        f"| the same producers, bare Flight servers (for scale): reading and answering only "
+        f"{bare:,.0f} puts/s; also appending to a `WriteAheadLog` {bare_wal:,.0f} puts/s | "
+        f"{bare / base:.1f}x; {bare_wal / base:.1f}x | | |"
     )
     print(
         f"| ack -> visible to DoGet ({v['puts']} puts) | p50 {v['doget']['p50_ms']:.1f} ms, "

@@ -56,6 +56,10 @@ def conform_batch(
     """
     if batch.schema.equals(schema):
         arrays = batch.columns
+        if batch.schema.metadata == schema.metadata and not any(
+            not f.nullable and a.null_count for f, a in zip(schema, arrays, strict=True)
+        ):
+            return batch  # already in ``schema``'s exact shape
     else:
         problems = schema_differences(
             schema, batch.schema, allow_missing_nullable=allow_missing_nullable

@@ -143,6 +143,17 @@ def _combine(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()
 
 
+_CHEAP_SIZE = 1 << 20
+
+
+def batch_bytes(batch: pa.RecordBatch) -> int:
+    """About the bytes ``batch`` holds: the total size of its buffers while that is small (an
+    upper bound, read in a fraction of a microsecond), else the exact size of its slice
+    (``nbytes``, several microseconds: too slow to ask of every small batch)."""
+    total = batch.get_total_buffer_size()
+    return total if total <= _CHEAP_SIZE else batch.nbytes
+
+
 def rebatch(
     batches: Iterable[pa.RecordBatch], *, max_rows: int, max_bytes: int
 ) -> Iterator[pa.RecordBatch]:
@@ -156,12 +167,13 @@ def rebatch(
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        if pending and (rows + batch.num_rows > max_rows or size + batch.nbytes > max_bytes):
+        nbytes = batch_bytes(batch)
+        if pending and (rows + batch.num_rows > max_rows or size + nbytes > max_bytes):
             yield from _combine(pending)
             pending, rows, size = [], 0, 0
         pending.append(batch)
         rows += batch.num_rows
-        size += batch.nbytes
+        size += nbytes
     if pending:
         yield from _combine(pending)
 
@@ -182,7 +194,7 @@ def split_into_blocklets(
         n = batch.num_rows
         if n == 0:
             continue
-        per_row = max(1.0, batch.nbytes / n)
+        per_row = max(1.0, batch_bytes(batch) / n)
         step = max(1, min(max_rows, int(max_bytes / per_row)))
         if n <= step:
             yield batch

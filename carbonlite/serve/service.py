@@ -225,7 +225,7 @@ class FlightService(flight.FlightServerBase):
                     return
                 continue
             progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
-            rows = pa.concat_tables([p.rows for p in puts])
+            rows = pa.concat_tables([p.rows for p in puts]).combine_chunks()
             try:
                 result = table._write(rows, txn=None, overwrite=False, progress=progress)
             except TxnMovedError:

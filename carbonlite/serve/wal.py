@@ -23,9 +23,12 @@ Damage anywhere else is damage to acknowledged records and raises CorruptDataErr
 Group commit (leader/follower). Under the lock an appender writes its frame (``os.write``, no
 user-space buffer) and takes the next LSN, then waits until ``synced_lsn >= its LSN``. If no
 fsync is running it becomes the leader: it notes the highest written LSN, drops the lock,
-fsyncs the segment, takes the lock again, raises ``synced_lsn`` to the noted LSN and wakes
-everyone; followers whose LSN is still above it elect the next leader. Frames written while
-a leader fsyncs wait for the next fsync, which covers all of them. A rollover waits until no
+fsyncs the segment, takes the lock again and raises ``synced_lsn`` to the noted LSN. Each
+follower sleeps on a gate of its own: the leader opens the gates of the followers its fsync
+covered (they return without taking the lock again) and of the first one it did not, which
+leads the next fsync. Frames written while a leader fsyncs wait for the next fsync, which
+covers all of them. No thread wakes only to sleep again (a shared condition variable woke
+every follower after each fsync, and they fought for the lock). A rollover waits until no
 fsync runs, fsyncs the old segment (so its records are durable), creates the new file and
 fsyncs the directory before writing to it. After a failed write or fsync the log refuses
 everything (the kernel may have dropped the dirty pages): reopen it, which replays what is
@@ -75,6 +78,23 @@ class WalRecord:
 
     lsn: int
     payload: bytes
+
+
+@dataclass(slots=True)
+class _Follower:
+    """An appender waiting for an fsync to cover ``lsn``; the leader opens ``gate``."""
+
+    lsn: int
+    gate: threading.Lock
+    durable: bool = False
+    """Set (under the log's lock) before the gate opens: the record is on disk. Otherwise the
+    follower was woken to lead the next fsync, or because the log failed."""
+
+
+def _closed_gate() -> threading.Lock:
+    gate = threading.Lock()
+    gate.acquire()
+    return gate
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +191,7 @@ class WriteAheadLog:
         self._next_lsn = 1
         self._synced_lsn = 0
         self._syncing = False
+        self._followers: list[_Follower] = []
         self._syncs = 0
         self._failed: str | None = None
         self._closed = False
@@ -243,13 +264,45 @@ class WriteAheadLog:
             self._write_locked(header + payload)
             self._next_lsn = lsn + 1
             self._segment_size += size
-            while self._synced_lsn < lsn:
-                self._check_usable(lsn)
-                if self._syncing:
-                    self._cond.wait()
-                else:
-                    self._lead_sync_locked()
-            return lsn
+            follower = self._sync_or_follow_locked(lsn)
+        while follower is not None:
+            follower.gate.acquire()  # opened by a leader
+            if follower.durable:
+                return lsn
+            with self._cond:  # to lead the next fsync (or the log failed: raise)
+                follower = self._sync_or_follow_locked(lsn)
+        return lsn
+
+    def _sync_or_follow_locked(self, lsn: int) -> _Follower | None:
+        """None once record ``lsn`` is durable, leading fsyncs while none runs; else the
+        follower to wait as while the running one finishes."""
+        while self._synced_lsn < lsn:
+            self._check_usable(lsn)
+            if self._syncing:
+                follower = _Follower(lsn, _closed_gate())
+                self._followers.append(follower)
+                return follower
+            self._lead_sync_locked()
+        return None
+
+    def _wake_locked(self) -> None:
+        """After an fsync: open the gates of the followers it covered and of the first one it
+        did not (the next leader). After a failure: open every gate (they raise)."""
+        waiting: list[_Follower] = []
+        for follower in self._followers:
+            if self._failed is None and follower.lsn <= self._synced_lsn:
+                follower.durable = True
+                follower.gate.release()
+            else:
+                waiting.append(follower)
+        if self._failed is not None or self._closed:
+            for follower in waiting:
+                follower.gate.release()
+            waiting = []
+        elif waiting and not self._syncing:
+            waiting.pop(0).gate.release()
+        self._followers = waiting
+        self._cond.notify_all()  # a rollover or close waiting for the fsync to end
 
     def release(self, lsn: int) -> None:
         """Every record with LSN <= ``lsn`` is safely stored elsewhere: delete the segment files
@@ -440,7 +493,8 @@ class WriteAheadLog:
             self._syncs += 1
             if done:
                 self._synced_lsn = max(self._synced_lsn, target)
-            self._cond.notify_all()
+            if error is None:
+                self._wake_locked()
         if error is not None:
             self._fail_locked(f"an fsync failed: {error}")
             raise StorageError(f"cannot fsync the write-ahead log: {error}") from error
@@ -454,7 +508,7 @@ class WriteAheadLog:
             raise StorageError(f"cannot fsync the write-ahead log: {exc}") from exc
         self._syncs += 1
         self._synced_lsn = max(self._synced_lsn, target)
-        self._cond.notify_all()
+        self._wake_locked()
 
     def _sync_directory(self) -> None:
         try:
@@ -466,7 +520,7 @@ class WriteAheadLog:
     def _fail_locked(self, reason: str) -> None:
         if self._failed is None:
             self._failed = reason
-        self._cond.notify_all()
+        self._wake_locked()
 
 
 def _open_directory(directory: str) -> int:

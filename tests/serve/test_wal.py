@@ -5,6 +5,7 @@ against a plain list model for the rest)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from carbonlite.errors import (
     CarbonLiteError,
     CorruptDataError,
     InvalidOptionError,
+    StorageError,
     WriterConflictError,
 )
 from carbonlite.serve.wal import FRAME_HEADER_SIZE, WalRecord, WriteAheadLog, segment_name
@@ -130,6 +133,100 @@ def test_concurrent_appends_with_rollover_are_all_durable(
     assert len(segments(tmp_path)) > 10
     assert sorted(got) == list(range(1, 321))
     assert replayed(tmp_path) == [WalRecord(lsn, got[lsn]) for lsn in range(1, 321)]
+
+
+def _frame_ends(directory: Path) -> dict[int, tuple[int, int]]:
+    """LSN -> (inode of its segment, offset just past its frame)."""
+    ends: dict[int, tuple[int, int]] = {}
+    for path in segments(directory):
+        first = int(path.name[4:24])
+        offset, data = 0, path.read_bytes()
+        for lsn in itertools.count(first):
+            if offset >= len(data):
+                break
+            length = int.from_bytes(data[offset + 4 : offset + 8], "little")
+            offset += FRAME_HEADER_SIZE + length
+            ends[lsn] = (path.stat().st_ino, offset)
+    return ends
+
+
+def _append_from_threads(
+    log: WriteAheadLog, monitor: dict[int, int], threads_n: int, per_thread: int
+) -> tuple[dict[int, dict[int, int]], list[BaseException]]:
+    """Each thread appends; for each LSN returned, what fsyncs covered at that moment."""
+    seen: dict[int, dict[int, int]] = {}
+    errors: list[BaseException] = []
+    guard = threading.Lock()
+    barrier = threading.Barrier(threads_n)
+
+    def work(t: int) -> None:
+        barrier.wait()
+        for i in range(per_thread):
+            try:
+                lsn = log.append(b"%d:%d;" % (t, i) * (1 + i % 7))
+            except CarbonLiteError as exc:
+                with guard:
+                    errors.append(exc)
+                continue
+            with guard:
+                seen[lsn] = dict(monitor)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(threads_n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+        assert not th.is_alive(), "an appender never woke up"
+    return seen, errors
+
+
+def test_every_concurrent_append_returns_after_an_fsync_covering_it(
+    tmp_path: Path, fsync_monitor: dict[int, int]
+) -> None:
+    with WriteAheadLog(str(tmp_path), segment_bytes=4096) as log:
+        seen, errors = _append_from_threads(log, fsync_monitor, 8, 60)
+    assert errors == []
+    assert sorted(seen) == list(range(1, 481))
+    ends = _frame_ends(tmp_path)
+    for lsn, synced in seen.items():
+        inode, end = ends[lsn]
+        assert synced.get(inode, -1) >= end, f"LSN {lsn} was acknowledged before an fsync"
+
+
+def test_a_failed_fsync_wakes_every_follower_and_fails_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: dict[int, int] = {}
+    real, calls, guard = os.fsync, [0], threading.Lock()
+
+    def fsync(fd: int) -> None:
+        with guard:
+            calls[0] += 1
+            failing = calls[0] == 6
+        if failing:
+            time.sleep(0.05)  # followers pile up behind the failing leader
+            raise OSError(5, "Input/output error")
+        st = os.fstat(fd)
+        real(fd)
+        with guard:
+            synced[st.st_ino] = max(synced.get(st.st_ino, 0), st.st_size)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with WriteAheadLog(str(tmp_path)) as log:
+        log.replay()
+        seen, errors = _append_from_threads(log, synced, 8, 20)
+        with pytest.raises(StorageError, match="failed earlier"):
+            log.append(b"after")
+    assert errors, "the failed fsync reached no appender"
+    assert all(isinstance(e, StorageError) for e in errors)
+    assert len(seen) + len(errors) == 160
+    ends = _frame_ends(tmp_path)
+    for lsn, covered in seen.items():  # what was acknowledged had been fsync'd
+        inode, end = ends[lsn]
+        assert covered.get(inode, -1) >= end
+    monkeypatch.setattr(os, "fsync", real)
+    lsns = {r.lsn for r in replayed(tmp_path)}
+    assert set(seen) <= lsns
 
 
 def test_group_commit_shares_fsyncs(tmp_path: Path) -> None:
