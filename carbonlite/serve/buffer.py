@@ -1,30 +1,39 @@
-"""The service's in-memory buffer: acknowledged puts not yet committed to their table.
+"""The service's in-memory buffer: acknowledged puts, readable before and a while after their
+commit.
 
 A put is ``(table, producer_id, sequence)`` and its rows, already conformed to the table's
 schema. Once its write-ahead-log record is durable it goes into its table's buffer, where
-``DoGet`` reads it at once; the flusher commits a table's buffered puts together, with each
+``DoGet`` reads it at once; the flusher commits a table's pending puts together, with each
 producer's marker (its last sequence) in the same version.
 
 Which puts a reader takes from memory follows from the version it planned on, with no lock:
 a put is in version ``v`` exactly when ``v``'s marker of its producer is at or past its
-sequence. So a reader notes, with the version, the markers of every producer that has puts in
-memory (``producers``); later it takes from memory each put that version lacks
-(``rows_after``): one of a producer it did not note (every put of such a producer arrived
-after it planned), or one past its producer's noted marker. Flushed puts stay in memory for
-``retain_seconds``, so a reader that planned less than that ago finds every put its version
-lacks.
+sequence. So a reader notes, before it reads the version, where the buffer stands
+(:meth:`Buffer.mark`), and with the version the markers of every producer that has puts in
+memory (:meth:`Buffer.producers`); later it takes from memory each put that version lacks
+(:meth:`Buffer.rows_after`): one of a producer it did not note (every put of such a producer
+arrived after it planned), or one past its producer's noted marker.
+
+Committed puts stay in memory for such readers until they are older than ``retain_seconds``
+or the table's retained puts pass ``retain_bytes``. Each commit has a number; a put dropped
+from memory that was committed after a reader's mark may be one the reader's version lacks,
+and that reader is told to plan again (:class:`StaleReadError`) rather than miss it. Reads
+cost what they return: each producer's puts are kept in sequence order.
 
 Sequences: per table and producer, a sequence above the last one known is new; the last one
-known, or one seen since the service started (or replayed from its log), is a re-send that
-is already durable (``Accepted.duplicate``); any other older sequence is a regression
-(:class:`SequenceError`): accepting it would reorder the producer's puts, and skipping it
-could drop rows the service never had.
+known, or one received since the service started (or replayed from its log), is a re-send
+that is already durable; any other older sequence is a regression (:class:`SequenceError`):
+accepting it would reorder the producer's puts, and skipping it could drop rows the service
+never had. The sequences received are kept as runs, so a producer counting 0, 1, 2, ... costs
+one run however long the service runs.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,11 +42,15 @@ import pyarrow as pa
 
 from carbonlite.errors import CarbonLiteError
 
-__all__ = ["Buffer", "Put", "SequenceError", "marker_of"]
+__all__ = ["Buffer", "Mark", "Put", "SequenceError", "StaleReadError", "marker_of"]
 
 
 class SequenceError(CarbonLiteError, ValueError):
-    """A put whose sequence is older than its producer's last and was never seen."""
+    """A put whose sequence is older than its producer's last and was never received."""
+
+
+class StaleReadError(CarbonLiteError, ValueError):
+    """Rows a reader's version lacks may have left memory: it must plan again."""
 
 
 def marker_of(producer_id: str) -> str:
@@ -55,40 +68,102 @@ class Put:
     rows: pa.Table
 
 
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """Where the buffer stood when a reader planned: this service run and its commit count."""
+
+    instance: str
+    commits: int
+
+
+class _Runs:
+    """A set of integers as sorted, disjoint runs ``[starts[i], ends[i]]``."""
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, n: int) -> None:
+        i = bisect.bisect_right(self.starts, n) - 1  # the run starting at or before n
+        if i >= 0 and n <= self.ends[i]:
+            return
+        joins_left = i >= 0 and self.ends[i] == n - 1
+        joins_right = i + 1 < len(self.starts) and self.starts[i + 1] == n + 1
+        if joins_left and joins_right:
+            self.ends[i] = self.ends.pop(i + 1)
+            del self.starts[i + 1]
+        elif joins_left:
+            self.ends[i] = n
+        elif joins_right:
+            self.starts[i + 1] = n
+        else:
+            self.starts.insert(i + 1, n)
+            self.ends.insert(i + 1, n)
+
+    def __contains__(self, n: object) -> bool:
+        if not isinstance(n, int):
+            return False
+        i = bisect.bisect_right(self.starts, n) - 1
+        return i >= 0 and n <= self.ends[i]
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
 @dataclass(slots=True)
-class _Flushed:
+class _Entry:
     put: Put
-    at: float
+    nbytes: int
+    commit: int = 0
+    """The number of the commit that holds it; 0 while pending."""
+    committed_at: float = 0.0
+    """When (``time.monotonic``) it was committed."""
 
 
 @dataclass(slots=True)
 class _Producer:
     last: int | None
     """The newest sequence that is durable (in the table or in the log)."""
-    seen: set[int] = field(default_factory=set)
+    received: _Runs = field(default_factory=_Runs)
+    entries: deque[_Entry] = field(default_factory=deque)
+    """Its puts in memory, pending or retained, in sequence order."""
 
 
 @dataclass(slots=True)
 class _TableBuffer:
-    pending: list[Put] = field(default_factory=list)
-    flushed: deque[_Flushed] = field(default_factory=deque)
+    pending: list[_Entry] = field(default_factory=list)
+    retained: deque[_Entry] = field(default_factory=deque)
+    """Committed puts still in memory, in commit order."""
+    retained_bytes: int = 0
+    dropped_through: int = 0
+    """The newest commit number among the retained puts dropped from memory."""
     producers: dict[str, _Producer] = field(default_factory=dict)
 
 
 class Buffer:
     """Every table's buffered puts, safe across threads."""
 
-    def __init__(self, *, retain_seconds: float = 300.0) -> None:
+    def __init__(
+        self, *, retain_seconds: float = 60.0, retain_bytes: int = 256 * 1024 * 1024
+    ) -> None:
         self.retain_seconds = retain_seconds
+        self.retain_bytes = retain_bytes
+        self.instance = uuid.uuid4().hex
+        """This run of the service: marks of an earlier run are stale."""
         self._tables: dict[str, _TableBuffer] = {}
         self._lock = threading.Lock()
         self._pending_rows = 0
+        self._commits = 0
 
     def _table(self, name: str) -> _TableBuffer:
         found = self._tables.get(name)
         if found is None:
             found = self._tables[name] = _TableBuffer()
         return found
+
+    # --- puts ---------------------------------------------------------------------------------
 
     def check(
         self, table: str, producer_id: str, sequence: int, committed: Callable[[], int | None]
@@ -101,11 +176,15 @@ class Buffer:
         if producer is None:
             last = committed()
             with self._lock:
-                producer = self._table(table).producers.setdefault(producer_id, _Producer(last))
+                producer = self._table(table).producers.get(producer_id)
+                if producer is None:
+                    producer = self._table(table).producers[producer_id] = _Producer(last)
+                    if last is not None:
+                        producer.received.add(last)
         with self._lock:
             if producer.last is None or sequence > producer.last:
                 return True
-            if sequence == producer.last or sequence in producer.seen:
+            if sequence == producer.last or sequence in producer.received:
                 return False
         raise SequenceError(
             f"producer {producer_id!r} of table {table!r} is at sequence {producer.last}; "
@@ -115,74 +194,109 @@ class Buffer:
 
     def add(self, put: Put) -> None:
         """A put whose log record is durable: readable from now on."""
+        entry = _Entry(put, put.rows.get_total_buffer_size())
         with self._lock:
             buffer = self._table(put.table)
-            buffer.pending.append(put)
+            buffer.pending.append(entry)
             self._pending_rows += put.rows.num_rows
             producer = buffer.producers.setdefault(put.producer_id, _Producer(None))
             producer.last = max(put.sequence, producer.last if producer.last is not None else -1)
-            producer.seen.add(put.sequence)
+            producer.received.add(put.sequence)
+            producer.entries.append(entry)
 
     def pending(self, table: str) -> list[Put]:
+        """The table's puts not committed yet, in the order they were logged."""
         with self._lock:
-            return list(self._table(table).pending)
+            return [e.put for e in self._table(table).pending]
 
     def tables_pending(self) -> dict[str, int]:
         """Rows waiting per table."""
         with self._lock:
             return {
-                name: sum(p.rows.num_rows for p in b.pending)
+                name: sum(e.put.rows.num_rows for e in b.pending)
                 for name, b in self._tables.items()
                 if b.pending
             }
 
     def lowest_pending_lsn(self) -> int | None:
         with self._lock:
-            lsns = [p.lsn for b in self._tables.values() for p in b.pending]
+            lsns = [b.pending[0].put.lsn for b in self._tables.values() if b.pending]
         return min(lsns) if lsns else None
-
-    def flushed(self, table: str, puts: list[Put]) -> None:
-        """``puts`` are committed: out of pending, still readable for ``retain_seconds``."""
-        now = time.monotonic()
-        done = {id(p) for p in puts}
-        with self._lock:
-            buffer = self._table(table)
-            buffer.pending = [p for p in buffer.pending if id(p) not in done]
-            self._pending_rows -= sum(p.rows.num_rows for p in puts)
-            buffer.flushed.extend(_Flushed(p, now) for p in puts)
-            while buffer.flushed and now - buffer.flushed[0].at > self.retain_seconds:
-                buffer.flushed.popleft()
-
-    def drop(self, table: str, puts: list[Put]) -> None:
-        """``puts`` turned out to be committed before (their markers were there already)."""
-        done = {id(p) for p in puts}
-        with self._lock:
-            buffer = self._table(table)
-            buffer.pending = [p for p in buffer.pending if id(p) not in done]
-            self._pending_rows -= sum(p.rows.num_rows for p in puts)
 
     def pending_rows(self) -> int:
         """Rows waiting in every table."""
         return self._pending_rows
 
-    def producers(self, table: str) -> set[str]:
-        """Producers with puts in memory (pending or flushed and retained)."""
+    def committed(self, table: str, puts: list[Put]) -> None:
+        """``puts`` are in the table now (committed by this service or, found so after a
+        crash, before): out of pending, kept for readers as long as the limits allow."""
+        now = time.monotonic()
+        done = {id(p) for p in puts}
         with self._lock:
+            self._commits += 1
             buffer = self._table(table)
-            return {p.producer_id for p in buffer.pending} | {
-                f.put.producer_id for f in buffer.flushed
-            }
+            keep: list[_Entry] = []
+            for entry in buffer.pending:
+                if id(entry.put) in done:
+                    entry.commit, entry.committed_at = self._commits, now
+                    buffer.retained.append(entry)
+                    buffer.retained_bytes += entry.nbytes
+                    self._pending_rows -= entry.put.rows.num_rows
+                else:
+                    keep.append(entry)
+            buffer.pending = keep
+            self._drop_old_locked(buffer, now)
 
-    def rows_after(self, table: str, markers: Mapping[str, int | None]) -> list[pa.Table]:
-        """The rows of every put in memory that a version lacks, given that version's
-        ``markers`` of the producers :meth:`producers` named when it was planned."""
+    def _drop_old_locked(self, buffer: _TableBuffer, now: float) -> None:
+        """Let committed puts go, oldest first, while past either limit."""
+        retained = buffer.retained
+        while retained and (
+            now - retained[0].committed_at > self.retain_seconds
+            or buffer.retained_bytes > self.retain_bytes
+        ):
+            entry = retained.popleft()
+            buffer.retained_bytes -= entry.nbytes
+            buffer.dropped_through = entry.commit
+            producer = buffer.producers[entry.put.producer_id]
+            if producer.entries and producer.entries[0] is entry:
+                producer.entries.popleft()
+            else:  # committed out of order with its producer's others: rare
+                producer.entries.remove(entry)
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def mark(self) -> Mark:
+        """Where the buffer stands; take it *before* reading the version a read plans on."""
+        with self._lock:
+            return Mark(self.instance, self._commits)
+
+    def producers(self, table: str) -> set[str]:
+        """Producers with puts in memory (pending or retained)."""
         with self._lock:
             buffer = self._table(table)
-            puts = [f.put for f in buffer.flushed] + list(buffer.pending)
-        return [
-            p.rows
-            for p in puts
-            if p.producer_id not in markers
-            or markers[p.producer_id] is None
-            or p.sequence > markers[p.producer_id]  # type: ignore[operator]
-        ]
+            self._drop_old_locked(buffer, time.monotonic())
+            return {name for name, p in buffer.producers.items() if p.entries}
+
+    def rows_after(
+        self, table: str, markers: Mapping[str, int | None], mark: Mark
+    ) -> list[pa.Table]:
+        """The rows of every put in memory that a version lacks, given the ``mark`` taken
+        before it was read and its ``markers`` of the producers :meth:`producers` named then.
+        Raises :class:`StaleReadError` if some of them may have left memory."""
+        with self._lock:
+            buffer = self._table(table)
+            if mark.instance != self.instance or buffer.dropped_through > mark.commits:
+                raise StaleReadError(
+                    f"rows of table {table!r} that the planned version lacks have left memory "
+                    "(committed, then dropped after a while): call GetFlightInfo again"
+                )
+            out: list[pa.Table] = []
+            for name, producer in buffer.producers.items():
+                marker = markers.get(name)
+                newer = []
+                for entry in reversed(producer.entries):  # newest first: stop at the marker
+                    if marker is not None and entry.put.sequence <= marker:
+                        break
+                    newer.append(entry.put.rows)
+                out.extend(reversed(newer))
+            return out

@@ -66,8 +66,10 @@ class Ticket:
     memory: bool = False
     markers: dict[str, int | None] | None = None
     """(memory) ``version``'s markers of the producers with puts in memory when planned."""
-    planned_at: float = 0.0
-    """(memory) When it was planned (seconds since the epoch)."""
+    instance: str | None = None
+    """(memory) The service run that planned it."""
+    commits: int = 0
+    """(memory) That run's commit count just before ``version`` was read."""
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -79,7 +81,8 @@ class Ticket:
                 "split": self.split,
                 "memory": self.memory,
                 "markers": self.markers,
-                "planned_at": self.planned_at,
+                "instance": self.instance,
+                "commits": self.commits,
             }
         ).encode()
 
@@ -95,7 +98,8 @@ class Ticket:
                 split=body.get("split"),
                 memory=bool(body.get("memory", False)),
                 markers=body.get("markers"),
-                planned_at=float(body.get("planned_at", 0.0)),
+                instance=body.get("instance"),
+                commits=int(body.get("commits", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BadRequestError(f"ticket {data[:200]!r} is not one this service made") from exc

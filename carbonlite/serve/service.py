@@ -47,7 +47,7 @@ from carbonlite.metadata import TxnMovedError
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
-from carbonlite.serve.buffer import Buffer, Put, SequenceError, marker_of
+from carbonlite.serve.buffer import Buffer, Mark, Put, SequenceError, StaleReadError, marker_of
 from carbonlite.serve.catalog import Catalog, TableNameError
 from carbonlite.serve.records import (
     BadRequestError,
@@ -89,7 +89,10 @@ def _flight_error(exc: Exception) -> Exception:
     """The Flight error a client sees for ``exc``."""
     if isinstance(exc, (TableNotFoundError, VersionNotFoundError)):
         return flight.FlightServerError(f"not found: {exc}")
-    if isinstance(exc, (BadRequestError, TableNameError, InvalidFilterError, SequenceError)):
+    if isinstance(
+        exc,
+        (BadRequestError, TableNameError, InvalidFilterError, SequenceError, StaleReadError),
+    ):
         return pa.ArrowInvalid(str(exc))
     if isinstance(exc, SchemaMismatchError):
         return pa.ArrowInvalid(f"schema mismatch: {exc}")
@@ -217,8 +220,8 @@ class FlightService(flight.FlightServerBase):
                 newest[put.producer_id] = max(newest.get(put.producer_id, -1), put.sequence)
             markers = {p: table.transaction_version(marker_of(p)) for p in newest}
             done = [p for p in puts if _committed(p.sequence, markers[p.producer_id])]
-            if done:  # another service instance committed them: not twice
-                self.buffer.drop(name, done)
+            if done:  # committed before (by a run that crashed after its commit): not twice
+                self.buffer.committed(name, done)
                 gone = {id(p) for p in done}
                 puts = [p for p in puts if id(p) not in gone]
                 if not puts:
@@ -232,7 +235,7 @@ class FlightService(flight.FlightServerBase):
                 continue  # a marker moved meanwhile: look again
             break
         assert result.version is not None
-        self.buffer.flushed(name, puts)
+        self.buffer.committed(name, puts)
         self.flushes += 1
         log.info(
             "flushed %d put(s), %d rows into %r: version %d in %.0f ms",
@@ -339,7 +342,7 @@ class FlightService(flight.FlightServerBase):
                 request = ReadRequest("/".join(path))
             else:
                 request = parse_read(descriptor.command)
-            plan, markers, memory = self._plan(request)
+            plan, memory = self._plan(request)
         except (CarbonLiteError, pa.ArrowException) as exc:
             raise _flight_error(exc) from None
         self._remember(request.table, plan, request.columns, request.filter)
@@ -349,27 +352,34 @@ class FlightService(flight.FlightServerBase):
             for i in range(len(plan.splits))
         ]
         rows = sum(s.live_rows for s in plan.splits)
-        if markers is not None:
-            ticket = Ticket(*common, memory=True, markers=markers, planned_at=time.time())
+        if memory is not None:
+            markers, mark, memory_rows = memory
+            ticket = Ticket(
+                *common, memory=True, markers=markers, instance=mark.instance, commits=mark.commits
+            )
             endpoints.append(flight.FlightEndpoint(ticket.encode(), []))
-            rows += memory
+            rows += memory_rows
         return flight.FlightInfo(plan.schema, descriptor, endpoints, rows, plan.bytes_selected)
 
-    def _plan(self, request: ReadRequest) -> tuple[ScanPlan, dict[str, int | None] | None, int]:
+    def _plan(
+        self, request: ReadRequest
+    ) -> tuple[ScanPlan, tuple[dict[str, int | None], Mark, int] | None]:
         """The plan; for its memory endpoint (None: none) the planned version's markers of
-        the producers with puts in memory, and the rows that version lacks."""
+        the producers with puts in memory, the buffer's mark, and the rows that version
+        lacks."""
         table = self.catalog.table(request.table)
+        mark = self.buffer.mark()  # before the version: a later commit may be missing from it
         snap = table.snapshot(request.version)  # refreshed: the latest, unless asked
         parsed = parse_filter(request.filter, snap.schema, where=repr(table.path))
         plan = plan_scan(snap, columns=request.columns, filter=parsed)
         if request.version is not None or table.primary_key:
             # time travel reads committed rows only; a primary-key table's buffered puts are
             # upserts, shown once committed (docs/SERVE.md)
-            return plan, None, 0
+            return plan, None
         # the producers after the snapshot: a put committed in it was in memory before
         markers = {p: snap.txns.get(marker_of(p)) for p in self.buffer.producers(request.table)}
-        rows = sum(t.num_rows for t in self.buffer.rows_after(request.table, markers))
-        return plan, markers, rows
+        rows = sum(t.num_rows for t in self.buffer.rows_after(request.table, markers, mark))
+        return plan, (markers, mark, rows)
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
@@ -425,13 +435,9 @@ class FlightService(flight.FlightServerBase):
 
     def _memory_rows(self, t: Ticket) -> flight.FlightDataStream:
         table = self.catalog.table(t.table, refresh=False)
-        if t.markers is None or time.time() - t.planned_at > self.buffer.retain_seconds:
-            raise BadRequestError(
-                f"the rows of {t.table!r} after version {t.version} may have left memory "
-                f"(kept {self.buffer.retain_seconds:g} s after their commit): call "
-                "GetFlightInfo again"
-            )
-        tables = self.buffer.rows_after(t.table, t.markers)
+        if t.markers is None or t.instance is None:
+            raise BadRequestError(f"memory ticket of {t.table!r} without its markers and mark")
+        tables = self.buffer.rows_after(t.table, t.markers, Mark(t.instance, t.commits))
         parsed = parse_filter(dnf_filter(t.filter), table.schema, where=repr(table.path))
         columns = t.columns if t.columns is not None else table.schema.names
         schema = pa.schema([table.schema.field(c) for c in columns])

@@ -282,3 +282,22 @@ def test_sigkill_during_concurrent_puts_loses_and_repeats_nothing(root: str) -> 
     want = {(p, s): 3 for p, last in sent.items() for s in range(last + 1)}
     assert got == want, f"missing {set(want) - set(got)}, extra {set(got) - set(want)}"
     assert sum(len(range(last + 1)) for last in sent.values()) > 20
+
+
+def test_a_memory_ticket_of_an_earlier_run_asks_to_plan_again(root: str) -> None:
+    """A memory endpoint's ticket names the run that planned it: after a restart, the puts it
+    stood for may be in the table or in memory again, so it is refused, never read short."""
+    with ServiceProcess(root, *SLOW) as service:
+        client = service.client()
+        put(client, "events", "p", 0, rows("p", 0))
+        endpoints = client.get_flight_info(path_of("events")).endpoints
+        memory = [e for e in endpoints if json.loads(e.ticket.ticket)["memory"]]
+        assert len(memory) == 1
+        assert client.do_get(memory[0].ticket).read_all().num_rows == 3
+        service.kill()
+        service.start()
+        client = service.client()
+        with pytest.raises(pa.ArrowInvalid, match="call GetFlightInfo again"):
+            client.do_get(memory[0].ticket).read_all()
+        assert puts_in(read_all(client, path_of("events"))) == {("p", 0): 3}
+        assert service.terminate() == 0
