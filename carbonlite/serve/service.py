@@ -436,7 +436,10 @@ class FlightService(flight.FlightServerBase):
     def _memory_rows(self, t: Ticket) -> flight.FlightDataStream:
         table = self.catalog.table(t.table, refresh=False)
         if t.markers is None or t.instance is None:
-            raise BadRequestError(f"memory ticket of {t.table!r} without its markers and mark")
+            raise BadRequestError(
+                f"this memory ticket of {t.table!r} lacks what it was planned on (made by an "
+                "older release?): call GetFlightInfo again"
+            )
         tables = self.buffer.rows_after(t.table, t.markers, Mark(t.instance, t.commits))
         parsed = parse_filter(dnf_filter(t.filter), table.schema, where=repr(table.path))
         columns = t.columns if t.columns is not None else table.schema.names

@@ -9,10 +9,13 @@ SPEC keys: ``op`` and ``table``, plus
                 barrier (also wait until every named process is ready: see _sync),
                 stop_file (stop early once it exists), progress_file (a "." per commit),
                 txn_app (commit batch i with txn=(txn_app, txn_ids[i])), txn_ids (default:
-                batches), allow_errors (record a CarbonLiteError instead of failing)
+                batches), allow_errors (record a CarbonLiteError instead of failing),
+                pace_file + pace_every (before the i-th append, wait until pace_file holds
+                i // pace_every characters, e.g. readers' scans: at most 60 s in all)
                 -> {"results": [[batch, version, skipped, error], ...], "seconds": [...],
                     "lost_races": n, "relocated": n, "late": seconds}
-    read        start, barrier, stop_file: scan again and again until stop_file exists
+    read        start, barrier, stop_file: scan again and again until stop_file exists;
+                progress_file (a "." per scan)
                 -> {"observations": [[version, [batch ids], problem], ...]}
     add_column  column, gate  -> {"ok": true, "version": v} or {"ok": false, "error": ...}
     overwrite   batch, gate   -> the same
@@ -137,9 +140,12 @@ def append(spec: dict[str, Any]) -> dict[str, Any]:
     results: list[list[Any]] = []
     stop = spec.get("stop_file")
     seconds: list[float] = []
-    for b, tid in zip(batches, txn_ids, strict=True):
+    pace_deadline = time.monotonic() + 60
+    for i, (b, tid) in enumerate(zip(batches, txn_ids, strict=True)):
         if stop and os.path.exists(stop):
             break
+        if spec.get("pace_file"):
+            _await_progress(spec["pace_file"], i // spec["pace_every"], pace_deadline)
         began = time.monotonic()
         try:
             r = table.append(make_batch(b), txn=(app, tid) if app else None)
@@ -161,6 +167,18 @@ def append(spec: dict[str, Any]) -> dict[str, Any]:
         "relocated": _relocated[0],
         "late": late,
     }
+
+
+def _await_progress(path: str, count: int, deadline: float) -> None:
+    """Until ``path`` holds ``count`` characters (or the deadline passes)."""
+    while time.monotonic() < deadline:
+        try:
+            if os.path.getsize(path) >= count:
+                return
+        except FileNotFoundError:
+            if count == 0:
+                return
+        time.sleep(0.002)
 
 
 def read(spec: dict[str, Any]) -> dict[str, Any]:
@@ -189,6 +207,9 @@ def read(spec: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:
             ids, problem = set(), f"{type(exc).__name__}: {exc}"
         observations.append([version, sorted(ids), problem])
+        if spec.get("progress_file"):
+            with open(spec["progress_file"], "a") as f:
+                f.write(".")
     return {"observations": observations}
 
 

@@ -452,10 +452,18 @@ def test_readers_see_only_whole_committed_prefixes(tmp_path) -> None:
     path = new_table(tmp_path / "t", checkpoint_interval="5", streaming_segment_max_bytes="24KB")
     stop = str(tmp_path / "stop")
     sync = agreed_start(tmp_path, "writer", "reader-0", "reader-1")
+    scans = str(tmp_path / "scans")
     n = 80
-    writer = spawn({"op": "append", "table": path, "batches": list(range(n))} | sync["writer"])
+    # the writer keeps pace with the readers (a scan per 3 appends), however fast it runs
+    paced = {"pace_file": scans, "pace_every": 3}
+    writer = spawn(
+        {"op": "append", "table": path, "batches": list(range(n))} | paced | sync["writer"]
+    )
     readers = [
-        spawn({"op": "read", "table": path, "stop_file": stop, "seed": s} | sync[f"reader-{s}"])
+        spawn(
+            {"op": "read", "table": path, "stop_file": stop, "seed": s, "progress_file": scans}
+            | sync[f"reader-{s}"]
+        )
         for s in range(2)
     ]
     try:
