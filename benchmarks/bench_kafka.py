@@ -38,7 +38,6 @@ import argparse
 import io
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -46,13 +45,12 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pj
-from report import progress, yes_no
+from report import progress, run_facts, yes_no
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the broker fixture lives with the tests
@@ -321,8 +319,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
     results: dict[str, Any] = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
+        **run_facts(),
         "messages": args.messages,
         "partitions": args.partitions,
     }

@@ -33,22 +33,19 @@ import argparse
 import json
 import math
 import multiprocessing
-import os
-import platform
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 from datagen import event_table
-from report import progress, yes_no
+from report import progress, run_facts, yes_no
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the service fixture lives with the tests
@@ -286,9 +283,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     try:
         results = {
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
-            f"Python {platform.python_version()}",
+            **run_facts(),
             "puts": bench_puts(args, work),
             "visibility": bench_visibility(args, work),
             "doget": bench_doget(args, work),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import sys
 import time
+from datetime import datetime, timezone
 
-__all__ = ["progress", "yes_no"]
+__all__ = ["progress", "run_facts", "yes_no"]
 
 _START = time.perf_counter()
 
@@ -18,3 +21,12 @@ def progress(message: str) -> None:
 def yes_no(met: bool) -> str:
     """A target's verdict for a markdown table."""
     return "yes" if met else "**no**"
+
+
+def run_facts() -> dict[str, str]:
+    """When and on what a run was measured: ``date`` (UTC) and ``machine``."""
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
+        f"Python {platform.python_version()}",
+    }

@@ -42,7 +42,6 @@ from carbonlite.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from carbonlite.format.conform import conform_batch
 from carbonlite.metadata import TxnMovedError
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
@@ -61,6 +60,7 @@ from carbonlite.serve.records import (
     parse_read,
 )
 from carbonlite.serve.wal import WriteAheadLog
+from carbonlite.writer.batches import conformed_batches
 
 __all__ = ["WAL_DIR", "FlightService"]
 
@@ -101,16 +101,8 @@ def _flight_error(exc: Exception) -> Exception:
 
 def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     """A put's rows in the table's schema (the casts ``append`` allows)."""
-    if data.schema.equals(schema, check_metadata=False) and all(
-        f.nullable or data.column(f.name).null_count == 0 for f in schema
-    ):
-        return data.replace_schema_metadata(schema.metadata)
-    where = f"table {name!r}"
-    batches = [
-        conform_batch(b, schema, where=where, allow_missing_nullable=True)
-        for b in data.to_batches()
-    ]
-    return pa.Table.from_batches(batches, schema=schema)
+    batches = conformed_batches(data, schema, where=f"table {name!r}")
+    return pa.Table.from_batches(list(batches), schema=schema)
 
 
 def _committed(sequence: int, marker: int | None) -> bool:
