@@ -1,0 +1,81 @@
+"""Named seams of the protocol: the points where another actor may act between two of ours.
+
+Every step of the commit protocol that another writer, a reader, ``clean``, ``recover``, a
+stream source, the Kafka ingester or the Flight service can slip in front of has a name here
+and one call, ``reach("<name>")``, at the point in the code (docs/LOG.md, "Seams", lists them
+with the test that explores each). Nothing listens in production: ``reach`` then costs one
+global read and a ``None`` test. A test harness (``tests/support/interleave.py``) installs a
+listener with :func:`listening` that pauses the actor reaching a seam and lets other actors
+run first, in every order for small bounds and in seeded random orders beyond them.
+
+A listener is called on whatever thread reaches the seam, including threads the library starts
+for its own work (page encoding, lease heartbeats); it decides which of them it pauses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+__all__ = ["SEAMS", "Listener", "listening", "reach"]
+
+Listener = Callable[[str], None]
+
+SEAMS: dict[str, str] = {
+    # the commit loop (metadata/commit.py) and the log (metadata/log.py)
+    "commit.before_put": "a commit's actions are built on a snapshot; its version is not yet created",
+    "commit.after_put": "a version was created by this commit; its post-write checks have not run",
+    "commit.before_checkpoint": "a version is committed and checked; its checkpoint is not yet written",
+    "log.after_read": "a reader applied one version and has not yet read the next",
+    "checkpoint.after_manifests": "a checkpoint's manifests (merges included) are written; its document is not",
+    "checkpoint.after_document": "a checkpoint's document is written; _last_checkpoint has not moved",
+    # writers (writer/append.py, writer/row_changes.py)
+    "append.after_data": "an append's blocklets are written and synced; nothing is committed",
+    "row_change.after_plan": "a delete/update/merge read the rows it changes; no vector is written",
+    # maintenance (compaction/)
+    "compaction.after_plan": "a handoff/compaction chose its inputs; no output is written",
+    "compaction.after_execute": "a handoff/compaction wrote its outputs; nothing is committed",
+    "clean.after_plan": "clean chose the files and log versions to delete; nothing is deleted",
+    "clean.after_data_deleted": "clean deleted data files; their removeFiles is not committed",
+    "clean.before_log_delete": "clean committed; the old log files are not yet deleted",
+    "recover.after_list_files": "recover listed the data files; it has not listed the leases",
+    "recover.after_list_leases": "recover listed the leases; it has not re-read the log",
+    "recover.before_cut": "recover decided to cut or delete a file; it has not done it",
+    # leases (writer/lease.py)
+    "lease.after_take": "a lease record is written; the files it covers are not",
+    "lease.before_check": "a writer is about to check its lease before committing",
+    # the Spark stream source (spark/source.py)
+    "source.after_initial_offset": "a stream source answered its initial offset; Spark may ask again",
+    "source.after_latest_offset": "a stream source planned a batch's end offset; it has not planned its partitions",
+    "source.before_read": "a stream source planned a batch's partitions; no row is read",
+    # the Kafka ingester (ingest/kafka.py) and the Flight service (serve/)
+    "ingest.after_fetch": "the Kafka ingester fetched a batch; nothing of it is committed",
+    "ingest.before_commit": "the Kafka ingester split a batch into rows, bad records and markers; none committed",
+    "serve.after_wal": "the Flight service logged a put and answered it; the put is not committed",
+    "serve.before_flush_commit": "the flusher took puts from memory; their rows and markers are not committed",
+}
+"""Every seam, with what has and has not happened when it is reached."""
+
+_listener: Listener | None = None
+
+
+def reach(name: str) -> None:
+    """Mark that this thread is at seam ``name`` (a no-op unless a listener is installed)."""
+    listener = _listener
+    if listener is not None:
+        if name not in SEAMS:
+            raise KeyError(f"unknown seam {name!r}: add it to carbonlite.seams.SEAMS")
+        listener(name)
+
+
+@contextlib.contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    """Call ``listener(name)`` at every seam reached while the block runs (one at a time)."""
+    global _listener
+    if _listener is not None:
+        raise RuntimeError("a seam listener is already installed")
+    _listener = listener
+    try:
+        yield
+    finally:
+        _listener = None
