@@ -30,6 +30,7 @@ from carbonlite.metadata import (
 from carbonlite.metadata.actions import STATE_DIR
 from carbonlite.metadata.manifest_plan import merge_pending
 from carbonlite.properties import TableProperties
+from carbonlite.seams import reach
 from carbonlite.writer.append import elapsed_ms, now_ms
 
 __all__ = ["MIN_RETENTION_SECONDS", "CleanResult", "clean"]
@@ -254,6 +255,7 @@ def clean(
     log_files += _stale_states(log, states, kept_since)
     if dry_run:
         return CleanResult(True, None, files, nbytes, tuple(log_files), retention), snapshot
+    reach("clean.after_plan")
     storage, root = log.storage, log.root
     counter = ProgressCounter(progress, nbytes)
     for sid, paths in removed.items():
@@ -267,6 +269,7 @@ def clean(
     counter.finish()
     version = None
     if removed:
+        reach("clean.after_data_deleted")
         snapshot = commit(
             log, snapshot, _CleanCommit(removed, started_ms=started, writer_id=writer_id)
         )
@@ -274,6 +277,7 @@ def clean(
         for sid in removed:
             storage.delete_empty_dirs(storage.join(root, "segments", sid))
     for path in log_files:
+        reach("clean.before_log_delete")
         storage.delete(path)
     if snapshot.manifests is not None and merge_pending(snapshot.manifests.refs):
         # merges too big for a committing writer: a checkpoint of the current version does them

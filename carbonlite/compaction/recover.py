@@ -26,6 +26,7 @@ from carbonlite.arguments import check_seconds
 from carbonlite.errors import WriterConflictError
 from carbonlite.metadata import Log, Snapshot
 from carbonlite.metadata.log import INDEX_SUFFIX, META_DIR
+from carbonlite.seams import reach
 from carbonlite.storage import Storage
 from carbonlite.writer.append import LOCK_DIR, owner_lock_paths
 from carbonlite.writer.lease import LEASE_DIR, read_leases
@@ -100,9 +101,11 @@ def recover(
     skipped: list[str] = []
     freed = 0
     files = storage.list(storage.join(root, "segments"), recursive=True)
+    reach("recover.after_list_files")
     # Leases after the listing, the log (re-read below, under the owner locks) after the
     # leases: a file listed here whose lease is gone by now was committed before (lease.py).
     leases, unreadable = read_leases(storage, root)
+    reach("recover.after_list_leases")
     live = [lease for lease in leases if lease.expires_ms > now * 1000]
     for status in files:
         rel = status.path[len(prefix) :] if status.path.startswith(prefix) else status.path
@@ -133,6 +136,8 @@ def recover(
                     size = storage.size(status.path)
                 except FileNotFoundError:
                     continue
+                if committed is None or size > committed:
+                    reach("recover.before_cut")
                 if committed is None:
                     storage.delete(status.path)
                     orphans.append(rel)

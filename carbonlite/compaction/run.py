@@ -22,6 +22,7 @@ from carbonlite.compaction.plan import CompactionKind, CompactionTask, plan_comp
 from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
 from carbonlite.errors import CommitConflictError, RowsChangedError
 from carbonlite.metadata import Log, Snapshot, commit
+from carbonlite.seams import reach
 from carbonlite.storage import Storage
 from carbonlite.writer.append import now_ms
 from carbonlite.writer.lease import Lease
@@ -158,8 +159,10 @@ def run_compaction(
             break
         counter.add_total(2 * sum(t.num_bytes for t in plan.tasks))
         outputs = [f"segments/{t.output_id}/" for t in plan.tasks]
+        reach("compaction.after_plan")
         with Lease(log.storage, log.root, owner=kind, paths=outputs) as lease:
             results = run(plan.tasks, log.uri, snapshot.schema, storage_options)
+            reach("compaction.after_execute")
             pending = CompactionCommit(
                 plan,
                 tuple(results),
@@ -169,6 +172,7 @@ def run_compaction(
                 writer_id=writer_id,
             )
             try:
+                reach("lease.before_check")
                 lease.check()
                 snapshot = commit(log, snapshot, pending)
             except CommitConflictError as exc:

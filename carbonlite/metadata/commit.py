@@ -32,6 +32,7 @@ from carbonlite.metadata.requirements import (
 )
 from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.properties import TableProperties
+from carbonlite.seams import reach
 
 __all__ = [
     "MAX_COMMIT_ATTEMPTS",
@@ -111,8 +112,11 @@ def commit(
         version = snapshot.version + 1
         # Applying first validates the actions against the state they claim to change.
         committed = snapshot.apply(version, actions)
+        reach("commit.before_put")
         if log.try_write(version, actions, snapshot):
+            reach("commit.after_put")
             if not log.is_superseded(version):
+                reach("commit.before_checkpoint")
                 return _maybe_checkpoint(log, committed)
             _withdraw(log, version)
             snapshot = log.load_latest()

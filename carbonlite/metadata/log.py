@@ -40,6 +40,7 @@ from carbonlite.metadata.manifest_plan import MAX_COMMIT_MERGE_ENTRIES, plan_man
 from carbonlite.metadata.serde import decode_actions, encode_actions
 from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.properties import TableProperties
+from carbonlite.seams import reach
 from carbonlite.storage import Storage
 
 __all__ = ["LOG_DIR", "Log", "LogListing"]
@@ -221,6 +222,7 @@ class Log:
         for ref, data, table in written:
             self.storage.put_if_absent(self.manifest_path(ref), data)
             self.manifests.put(ref, table)
+        reach("checkpoint.after_manifests")
         if not self.storage.put_if_absent(document_path, encode_checkpoint(snapshot, refs)):
             return snapshot  # checkpointed already: what was just written is left to clean
         if not all(self.storage.exists(self.manifest_path(ref)) for ref, _, _ in written):
@@ -230,6 +232,7 @@ class Log:
                 "a manifest of this checkpoint was removed before its document was written",
                 path=self.storage.uri(document_path),
             )
+        reach("checkpoint.after_document")
         self._advance_pointer(snapshot.version)
         self.manifests.forget(refs)
         return snapshot.with_manifests(ManifestSet(refs, self.manifests, snapshot.schema))
@@ -329,6 +332,7 @@ class Log:
                     yield snapshot
                 continue
             snapshot = self._at_checkpoint(snapshot.apply(snapshot.version + 1, actions))
+            reach("log.after_read")
             yield snapshot
 
     def _at_checkpoint(self, snapshot: Snapshot) -> Snapshot:

@@ -50,6 +50,7 @@ from carbonlite.metadata import (
 )
 from carbonlite.names import check_writer_id
 from carbonlite.properties import TableProperties
+from carbonlite.seams import reach
 from carbonlite.storage import Storage
 from carbonlite.writer.batches import (
     TableData,
@@ -575,7 +576,9 @@ class TableWriter:
             states=states,
             progress=progress,
         )
+        reach("append.after_data")
         if lease is not None:
+            reach("lease.before_check")
             lease.check()
         read = snapshot.version if changes.read_version is None else changes.read_version
         return self._commit(log, snapshot, pending, read)

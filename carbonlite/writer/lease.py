@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from carbonlite.errors import CommitConflictError, CommitStateUnknownError
+from carbonlite.seams import reach
 from carbonlite.storage import FileStatus, Storage
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "LEASE_DIR", "Lease", "LeaseRecord", "read_leases"]
@@ -131,6 +132,7 @@ class Lease:
         if self._thread is not None:
             return self
         self._renew()
+        reach("lease.after_take")
         self._thread = threading.Thread(
             target=self._heartbeat,
             name=f"carbonlite-lease-{self._record.lease_id[:8]}",

@@ -43,6 +43,7 @@ from carbonlite.metadata.commit import backoff
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
+from carbonlite.seams import reach
 from carbonlite.storage import Storage
 from carbonlite.writer.append import RowChanges, TableWriter
 from carbonlite.writer.lease import Lease
@@ -328,6 +329,7 @@ def commit_row_change(
         )
         try:
             planned = plan(snapshot, reader)
+            reach("row_change.after_plan")
             if not planned.changes_anything and txn is None and not progress:
                 return planned, None, snapshot
             token = uuid.uuid4().hex[:16]
