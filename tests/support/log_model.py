@@ -1,0 +1,150 @@
+"""The model an interleaving is checked against: what each actor was told, replayed in order.
+
+Every actor records what it did as an :class:`Op` with the version it was acknowledged at
+(``None``: it committed nothing, or was told so). :func:`check_table` then opens the table
+afresh and checks, against a plain model of row ids:
+
+- the log has no hole and no fork: its versions are contiguous from the earliest retained one
+  to the latest, and every acknowledged version is in it as that actor's own commit;
+- every acknowledged commit is visible exactly once, and no row of an unacknowledged one is;
+- time travel to every retained version equals the model at that version;
+- ``changes`` from any retained start delivers each row committed since exactly once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+import carbonlite as cl
+from carbonlite.errors import CarbonLiteError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("kind", pa.string())])
+
+
+def rows(ids: Iterable[int], kind: str = "a") -> pa.Table:
+    ids = list(ids)
+    return pa.table({"id": ids, "kind": [kind] * len(ids)}, schema=SCHEMA)
+
+
+@dataclass
+class Op:
+    """One commit an actor asked for: rows it added and ids it deleted, and the outcome."""
+
+    actor: str
+    added: frozenset[int] = frozenset()
+    deleted: frozenset[int] = frozenset()
+    version: int | None = None
+    acknowledged: bool = False
+    uncertain: bool = False  # CommitStateUnknownError: either outcome is allowed
+
+
+@dataclass
+class Model:
+    """The ops of one schedule, filled in by the actors as they run."""
+
+    ops: list[Op] = field(default_factory=list)
+
+    def record(self, op: Op) -> Op:
+        self.ops.append(op)
+        return op
+
+    def acknowledged(self) -> list[Op]:
+        return sorted(
+            (o for o in self.ops if o.acknowledged and o.version is not None),
+            key=lambda o: o.version or 0,
+        )
+
+    def ids_at(self, version: int) -> Counter[int]:
+        state: Counter[int] = Counter()
+        for op in self.acknowledged():
+            if op.version is not None and op.version <= version:
+                for i in op.deleted:
+                    state.pop(i, None)
+                state.update(op.added)
+        return state
+
+
+def ids_of(table: pa.Table) -> Counter[int]:
+    return Counter(table.column("id").to_pylist())
+
+
+def log_versions(table: cl.Table) -> list[int]:
+    return table.log.listing().versions
+
+
+def check_table(uri: str, model: Model, *, storage_options: dict | None = None) -> None:
+    """Check the table at ``uri`` against ``model`` (see the module's documentation)."""
+    table = cl.open_table(uri, storage_options=storage_options)
+    latest = table.version
+    versions = log_versions(table)
+    assert versions, "the log lists no version"
+    earliest = versions[0]
+    assert versions == list(range(earliest, latest + 1)), (
+        f"the log is not contiguous up to the latest version {latest}: {versions}"
+    )
+    uncertain = set().union(*(o.added for o in model.ops if o.uncertain))
+    seen_versions: set[int] = set()
+    for op in model.acknowledged():
+        assert op.version is not None
+        assert op.version <= latest, f"{op.actor} was acknowledged at {op.version} > {latest}"
+        assert op.version not in seen_versions, f"two actors acknowledged at {op.version}"
+        seen_versions.add(op.version)
+    final = ids_of(table.to_arrow())
+    expected = model.ids_at(latest)
+    extra = {i: n for i, n in final.items() if i not in uncertain}
+    assert extra == dict(expected), (
+        f"latest version {latest}: rows {sorted(extra.elements())} != model "
+        f"{sorted(expected.elements())}"
+    )
+    for v in range(earliest, latest + 1):
+        try:
+            got = ids_of(table.to_arrow(version=v))
+        except CarbonLiteError as exc:  # an unreadable retained version is a hole
+            raise AssertionError(f"time travel to version {v} failed: {exc!r}") from exc
+        got = Counter({i: n for i, n in got.items() if i not in uncertain})
+        assert got == model.ids_at(v), (
+            f"version {v}: rows {sorted(got.elements())} != model {sorted(model.ids_at(v).elements())}"
+        )
+    for start in range(max(earliest, 1), latest + 1):
+        _check_changes(table, model, start, latest, uncertain)
+
+
+def _check_changes(
+    table: cl.Table, model: Model, start: int, end: int, uncertain: set[int]
+) -> None:
+    changes = table.changes(start, end)
+    inserted = Counter(
+        i
+        for i, kind in zip(
+            changes.column("id").to_pylist(),
+            changes.column("_change_type").to_pylist(),
+            strict=True,
+        )
+        if kind == "insert" and i not in uncertain
+    )
+    before, after = model.ids_at(start - 1), model.ids_at(end)
+    wanted = Counter({i: n for i, n in (after - before).items()})
+    added_between = Counter(
+        i for o in model.acknowledged() if start <= (o.version or -1) <= end for i in o.added
+    )
+    assert inserted == added_between, (
+        f"changes({start}, {end}) inserted {sorted(inserted.elements())}, but the commits "
+        f"acknowledged in that range added {sorted(added_between.elements())}"
+    )
+    assert not (wanted - inserted), f"changes({start}, {end}) missed {sorted(wanted - inserted)}"
+
+
+def outcome_of(op: Op, result: object) -> None:
+    """Fill ``op`` from a ``CommitResult``."""
+    version = getattr(result, "version", None)
+    skipped = getattr(result, "skipped", False)
+    op.version = version
+    op.acknowledged = version is not None and not skipped
+
+
+def counts(values: Sequence[int]) -> Counter[int]:
+    return Counter(values)
