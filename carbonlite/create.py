@@ -145,6 +145,7 @@ def create_table(
             files_removed=0,
             duration_ms=elapsed_ms(started, metadata.created_time),
             writer_id=writer_id,
+            commit_id=uuid.uuid4().hex,  # the first link of the chain of commit ids
         ),
     ]
     snapshot = Snapshot.from_actions(uri, 0, actions)

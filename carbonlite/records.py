@@ -80,7 +80,9 @@ def read_history(log: Log, snapshot: Snapshot, limit: int | None) -> list[Commit
     """Commits up to ``snapshot``, newest first, at most ``limit`` (all when None)."""
     out: list[CommitRecord] = []
     # Newest first, one version at a time, until ``limit`` or the first version ``clean``
-    # removed: reads only what it returns, never lists the log.
+    # removed: reads only what it returns, never lists the log. A version that the next one
+    # was not built on (a stale writer's fork below the retained log) ends it too.
+    parent = snapshot.commit_id
     for version in range(snapshot.version, -1, -1):
         if limit is not None and len(out) >= limit:
             break
@@ -91,6 +93,9 @@ def read_history(log: Log, snapshot: Snapshot, limit: int | None) -> list[Commit
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         if info is None:
             continue
+        if parent and info.commit_id and info.commit_id != parent:
+            break
+        parent = info.parent_commit_id
         out.append(
             CommitRecord(
                 version=version,

@@ -233,6 +233,11 @@ class CommitInfo:
     """How long the operation took, from its start to this commit (None: not recorded)."""
     writer_id: str | None = None
     """The writer identity that made the commit (None: not recorded)."""
+    parent_commit_id: str = ""
+    """The ``commit_id`` of the version this one was built on ("" when unknown: versions of
+    older writers, or a parent without one). The log is a chain of commit ids: a writer tells
+    its version from a fork with it, and a reader notices a version not built on the one it
+    holds (docs/LOG.md, "The fork guard")."""
 
 
 Action = (

@@ -145,6 +145,7 @@ def _header(snapshot: Snapshot) -> dict[str, Any]:
         "data_version": snapshot.data_version,
         "row_change_version": snapshot.row_change_version,
         "next_segment": snapshot.next_segment,
+        **({"commit_id": snapshot.commit_id} if snapshot.commit_id else {}),
         **(
             {"states": {n: state_to_json(st) for n, st in snapshot.states.items()}}
             if snapshot.states
@@ -297,6 +298,7 @@ def decode_checkpoint(
             states={n: state_from_json(n, st) for n, st in doc.get("states", {}).items()},
             manifests=manifests,
             next_segment=next_segment,
+            commit_id=str(doc.get("commit_id", "")),
         )
         if legacy:  # format 1/2 kept cleaned segments: forget them as replay now does
             for sid, seg in list(snapshot.segments.items()):

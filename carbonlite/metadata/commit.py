@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from carbonlite.errors import CommitConflictError
+from carbonlite.errors import CommitConflictError, CommitStateUnknownError
 from carbonlite.metadata.actions import Action, CommitInfo
 from carbonlite.metadata.log import Log
 from carbonlite.metadata.requirements import (
@@ -85,7 +85,10 @@ def _stamped(actions: list[Action], commit_id: str, after: Snapshot) -> list[Act
         raise TypeError("a commit's actions must end with its CommitInfo")
     info = actions[-1]
     timestamp = max(info.timestamp, after.timestamp + 1)
-    return [*actions[:-1], replace(info, commit_id=commit_id, timestamp=timestamp)]
+    stamped = replace(
+        info, commit_id=commit_id, timestamp=timestamp, parent_commit_id=after.commit_id
+    )
+    return [*actions[:-1], stamped]
 
 
 def commit(
@@ -115,10 +118,13 @@ def commit(
         reach("commit.before_put")
         if log.try_write(version, actions, snapshot):
             reach("commit.after_put")
-            if not log.is_superseded(version):
+            placement = log.placement(version, commit_id)
+            if placement == "committed":
                 reach("commit.before_checkpoint")
                 return _maybe_checkpoint(log, committed)
-            _withdraw(log, version)
+            if placement == "unknown":
+                raise _unknown_placement(log, version, commit_id)
+            _leave_fork(log, version)
             snapshot = log.load_latest()
             check_requirements(pending.requirements, snapshot, read_version)
             continue
@@ -137,13 +143,27 @@ def commit(
     )
 
 
-def _withdraw(log: Log, version: int) -> None:
-    """Delete this commit's own version file, created below the log's retained start."""
-    path = log.version_path(version)
+def _leave_fork(log: Log, version: int) -> None:
+    """Note a version this commit created where ``clean`` had removed the log. It is left in
+    place (a version is never deleted by its writer: another stale actor may have read it); no
+    reader of the retained log reaches it, and the next ``clean`` removes it."""
     _logger.warning(
         "version %d of %s landed where clean had removed the log (this writer's snapshot was "
-        "older than the log retention); withdrawing it and retrying on the newest version",
+        "older than the log retention); it is left for clean, and the commit is retried on the "
+        "newest version",
         version,
         log.uri,
     )
-    log.storage.delete(path)
+
+
+def _unknown_placement(log: Log, version: int, commit_id: str) -> CommitStateUnknownError:
+    return CommitStateUnknownError(
+        f"version {version} of {log.uri!r} was created by this commit, but whether it is in the "
+        "table's history cannot be told: clean removed the log around it while the commit ran "
+        "(the log retention is shorter than this commit took), or a version after it was "
+        "written by an older CarbonLite that records no parent. Nothing this commit wrote was "
+        f"deleted; check `history` (a version whose commitInfo.commit_id is {commit_id!r} is "
+        "this commit) before retrying, and run `recover` once the lease has expired",
+        version=version,
+        commit_id=commit_id,
+    )

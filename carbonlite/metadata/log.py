@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from carbonlite.errors import (
     CarbonLiteError,
@@ -37,13 +39,13 @@ from carbonlite.metadata.checkpoint import (
 )
 from carbonlite.metadata.manifest import MANIFEST_DIR, ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.manifest_plan import MAX_COMMIT_MERGE_ENTRIES, plan_manifests
-from carbonlite.metadata.serde import decode_actions, encode_actions
+from carbonlite.metadata.serde import decode_actions, decode_commit_info, encode_actions
 from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.properties import TableProperties
 from carbonlite.seams import reach
 from carbonlite.storage import Storage
 
-__all__ = ["LOG_DIR", "Log", "LogListing"]
+__all__ = ["LOG_DIR", "Log", "LogListing", "Placement"]
 
 _logger = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ LOG_DIR = f"{META_DIR}/log"
 INDEX_SUFFIX = ".checkpoint.blocklets.arrow"
 _VERSION_RE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
+Placement = Literal["committed", "fork", "unknown"]
+"""Where a version a commit just created stands (``Log.placement``)."""
 _UNKNOWN_STATE_TRIES = 3
 """Writes of one version (the same bytes) before its state is declared unknown."""
 
@@ -155,16 +159,58 @@ class Log:
             commit_id=commit_id,
         )
 
-    def is_superseded(self, version: int) -> bool:
-        """Whether ``version``, just created, landed where ``clean`` had removed the log: the
-        version before it is gone, or a checkpoint at or after it exists. Such a version is a
-        fork no reader starting from the checkpoint would ever see."""
+    def placement(self, version: int, commit_id: str) -> Placement:
+        """Where ``version``, just created by the commit ``commit_id``, stands: ``"committed"``
+        (in the log's history), ``"fork"`` (created where ``clean`` had removed the log, so no
+        reader of the retained log sees it) or ``"unknown"`` (cannot be told; see
+        docs/LOG.md, "The fork guard").
+
+        The common case costs two reads: no checkpoint at or past ``version`` and the version
+        before it still there. Otherwise (another writer may already have read this version,
+        built on it and checkpointed; or ``clean`` removed what lies before it) the chain of
+        commit ids from this version to the newest checkpoint decides. Nothing is deleted."""
         if version == 0:
-            return False
+            return "committed"
         pointer = self.last_checkpoint()
-        if pointer is not None and pointer >= version:
-            return True
-        return not self.storage.exists(self.version_path(version - 1))
+        if (pointer is None or pointer < version) and self.storage.exists(
+            self.version_path(version - 1)
+        ):
+            return "committed"
+        if pointer is None or pointer < version:
+            # the version before is gone: clean kept a checkpoint at or past this one
+            pointer = max((c for c in self.listing().checkpoints if c >= version), default=None)
+            if pointer is None:
+                return "unknown"
+        return self._descends(version, commit_id, pointer)
+
+    def _descends(self, version: int, commit_id: str, checkpoint: int) -> Placement:
+        """Whether checkpoint ``checkpoint`` (>= ``version``) descends from this commit's
+        ``version``: follow the parent links of the versions after it, then the checkpoint's own
+        commit id."""
+        link = commit_id
+        for v in range(version + 1, checkpoint + 1):
+            info = self._commit_info(v)
+            if info is None:
+                # Cleaned away. clean deletes versions oldest first, so had this version been
+                # in the history it would have gone before v: still here, it is a fork.
+                return "fork" if self.storage.exists(self.version_path(version)) else "unknown"
+            if not info.parent_commit_id:
+                return "unknown"  # written by a writer that did not record its parent
+            if info.parent_commit_id != link:
+                return "fork"
+            link = info.commit_id
+        snapshot = self.try_read_checkpoint(checkpoint)
+        if snapshot is None or not snapshot.commit_id:
+            return "unknown"
+        return "committed" if snapshot.commit_id == link else "fork"
+
+    def _commit_info(self, version: int) -> CommitInfo | None:
+        """The commit info of ``version`` (None when it is not there)."""
+        try:
+            data = self.storage.read(self.version_path(version))
+        except FileNotFoundError:
+            return None
+        return decode_commit_info(data, where=self.storage.uri(self.version_path(version)))
 
     def exists(self) -> bool:
         return (
@@ -319,7 +365,12 @@ class Log:
     def advance(self, snapshot: Snapshot) -> Iterator[Snapshot]:
         """The snapshot of each version committed after ``snapshot``, in order. When ``clean``
         removed the versions right after it (a snapshot older than the log retention), the
-        next one yielded is the newest checkpoint: the versions between are gone."""
+        next one yielded is the newest checkpoint: the versions between are gone. So it is when
+        the next version was not built on ``snapshot`` (its parent commit id differs): the
+        snapshot stands on a fork (docs/LOG.md, "The fork guard")."""
+        if self._maybe_cleaned_under(snapshot):
+            snapshot = self._past_cleaned(snapshot)
+            yield snapshot
         while True:
             try:
                 actions = self.read_actions(snapshot.version + 1, snapshot)
@@ -331,9 +382,22 @@ class Log:
                     snapshot = after
                     yield snapshot
                 continue
+            if not _continues(snapshot, actions):
+                snapshot = self._past_cleaned(snapshot)
+                yield snapshot
+                continue
             snapshot = self._at_checkpoint(snapshot.apply(snapshot.version + 1, actions))
             reach("log.after_read")
             yield snapshot
+
+    def _maybe_cleaned_under(self, snapshot: Snapshot) -> bool:
+        """Whether ``clean`` removed the version ``snapshot`` stands on. Only a snapshot older
+        than the log retention can be, and only then is it looked up: a version created later
+        at the next number (a stale writer's fork) must not be read as its successor."""
+        retention_ms = TableProperties(snapshot.properties).log_retention * 1000
+        if time.time() * 1000 - snapshot.timestamp < retention_ms or snapshot.version == 0:
+            return False
+        return not self.storage.exists(self.version_path(snapshot.version))
 
     def _at_checkpoint(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot``, or the same state read from its version's checkpoint when another
@@ -365,7 +429,12 @@ class Log:
                 f"{v} and nothing can be committed",
                 path=self.storage.uri(self.version_path(v + 1)),
             )
-        # The version this snapshot stands on is gone: cleaned away, or the table deleted.
+        return self._past_cleaned(snapshot)
+
+    def _past_cleaned(self, snapshot: Snapshot) -> Snapshot:
+        """The newest checkpoint after ``snapshot``, whose version is gone from the log
+        (cleaned away) or was a fork; :class:`TableNotFoundError` when the whole log is gone."""
+        v = snapshot.version
         pointer = self.last_checkpoint()
         candidates = [pointer] if pointer is not None and pointer > v else []
         if not candidates:
@@ -381,8 +450,9 @@ class Log:
             if checkpoint is not None:
                 return checkpoint
         raise CorruptDataError(
-            f"version {v} of {self.uri!r}, which this Table had loaded, is no longer in the log, "
-            "and no readable checkpoint after it can stand in for it; open the table again",
+            f"version {v} of {self.uri!r}, which this Table had loaded, is no longer in the log "
+            "(or the next version was not built on it), and no readable checkpoint after it can "
+            "stand in for it; open the table again",
             path=self.storage.uri(self.version_path(v)),
         )
 
@@ -459,3 +529,11 @@ class Log:
                 "a backup or copy of the table",
                 path=self.storage.uri(self.version_path(missing)),
             )
+
+
+def _continues(snapshot: Snapshot, actions: list[Action]) -> bool:
+    """Whether ``actions`` (the next version) were built on ``snapshot``, as far as the chain
+    of commit ids tells (versions of older writers carry no parent: assumed so)."""
+    info = actions[-1] if actions else None
+    parent = info.parent_commit_id if isinstance(info, CommitInfo) else ""
+    return not parent or not snapshot.commit_id or parent == snapshot.commit_id

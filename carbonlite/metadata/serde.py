@@ -254,6 +254,8 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
         }
         if action.commit_id:
             body["commit_id"] = action.commit_id
+        if action.parent_commit_id:
+            body["parent_commit_id"] = action.parent_commit_id
         for key in _OPTIONAL_COMMIT_METRICS:  # written when known; absent in older versions
             value = getattr(action, key)
             if value is not None:
@@ -331,6 +333,7 @@ def _action_from_json(
             parameters=dict(body.get("parameters", {})),
             engine=body.get("engine", ""),
             commit_id=body.get("commit_id", ""),
+            parent_commit_id=body.get("parent_commit_id", ""),
             files_added=body.get("files_added"),
             files_removed=body.get("files_removed"),
             duration_ms=body.get("duration_ms"),

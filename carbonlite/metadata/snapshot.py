@@ -57,6 +57,7 @@ class Snapshot:
     __slots__ = (
         "_memo",
         "_segments",
+        "commit_id",
         "data_version",
         "manifests",
         "metadata",
@@ -83,9 +84,12 @@ class Snapshot:
         next_segment: int | None = None,
         row_change_version: int | None = None,
         states: Mapping[str, StateStored] | None = None,
+        commit_id: str = "",
     ) -> None:
         self.table_path = table_path
         self.version = version
+        self.commit_id = commit_id
+        """The ``commit_id`` of the commit that made ``version`` ("" when unknown)."""
         self.data_version = version if data_version is None else data_version
         """The newest version that changed data (``commitInfo.data_change``); at most
         ``version``. An overwrite requires it unchanged since the version it read."""
@@ -189,6 +193,7 @@ class Snapshot:
             "states": self.states,
             "manifests": self.manifests,
             "next_segment": self.next_segment,
+            "commit_id": self.commit_id,
         }
         fields.update(changes)
         return Snapshot(**fields)
@@ -252,6 +257,7 @@ class Snapshot:
             row_change_version=version
             if info is not None and info.data_change and _changes_rows(info, actions)
             else self.row_change_version,
+            commit_id=info.commit_id if info is not None else "",
         )
 
 

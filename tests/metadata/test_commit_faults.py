@@ -236,12 +236,16 @@ def test_a_stale_writer_does_not_recreate_a_cleaned_version(place) -> None:
 
 
 @pytest.mark.parametrize("pointer", ["pointer", "no-pointer"])
-def test_a_version_landing_in_the_cleaned_log_is_withdrawn(place, on_version_put, pointer):
+def test_a_version_landing_in_the_cleaned_log_is_left_and_the_commit_retried(
+    place, on_version_put, pointer
+):
     """The clean happens between the writer's last look at the log and its conditional write,
-    so the write of version 2 succeeds: the writer must notice, withdraw it and commit on top
-    of the real latest version."""
+    so the write of version 2 succeeds: the writer must notice that no checkpoint descends from
+    it and commit on top of the real latest version. The fork is left in place (a writer never
+    deletes a version it created), unread by anyone, and the next clean removes it."""
     stale = place.create("t", properties=CLEANED)
     stale.append(events(0, 10))
+    reader = place.open("t")  # a reader standing on version 1, which clean removes
 
     def clean_first(real: Put, path: str, data: bytes) -> bool:
         _commit_and_clean(place)
@@ -252,9 +256,15 @@ def test_a_version_landing_in_the_cleaned_log_is_withdrawn(place, on_version_put
     on_version_put(stale.storage, once(clean_first))
     result = stale.append(events(60, 10))
     assert result.version == 7
-    assert not stale.storage.exists(log_file(stale, 2))  # withdrawn
+    assert stale.storage.exists(log_file(stale, 2))  # the fork, left in place
     fresh = place.open("t")
     assert fresh.version == 7 and ids(fresh) == list(range(70))
+    # the stale reader skips the fork (its own version was cleaned away) to the checkpoint
+    assert reader.refresh().version == 7 and ids(reader) == list(range(70))
+    assert all(fresh.to_arrow(version=v).num_rows == 10 * v for v in (5, 6))
+    fresh.clean(retention=0, force=True)
+    assert not fresh.storage.exists(log_file(fresh, 2))  # clean removes it
+    assert ids(place.open("t")) == list(range(70))
 
 
 # --- damaged logs --------------------------------------------------------------------------------
