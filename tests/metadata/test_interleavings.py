@@ -215,6 +215,31 @@ def delete_and_appends() -> tuple[State, list[Actor]]:
     ]
 
 
+def upserts_and_delete() -> tuple[State, list[Actor]]:
+    """Two upserts into a primary-key table and a delete of keys they write: one row per key,
+    each change serialized in version order."""
+    uri = f"memory://interleave/{uuid.uuid4().hex}"
+    cl.create_table(uri, SCHEMA, primary_key=["id"], properties={"checkpoint_interval": "2"})
+    model = Model()
+    setup = cl.open_table(uri, writer_id="setup")
+    setup.append(rows([100, 101, 102]))
+    model.record(Op("setup", added=frozenset({100, 101, 102}), version=1, acknowledged=True))
+    u1, u2, d = (cl.open_table(uri, writer_id=w) for w in ("u1", "u2", "d"))
+
+    def upsert(table: cl.Table, name: str, ids: list[int]) -> Actor:
+        def run() -> None:
+            op = model.record(Op(name, added=frozenset(ids), upsert=True))
+            settle(op, lambda: table.append(rows(ids, name)))
+
+        return Actor(name, run)
+
+    return State(uri, model), [
+        upsert(u1, "u1", [100, 0]),
+        upsert(u2, "u2", [0, 1]),
+        delete(model, d, "d", [101, 0]),
+    ]
+
+
 def two_handoffs() -> tuple[State, list[Actor]]:
     """Two handoffs of the same finished segment and an append: the segment is handed off once."""
     uri = fresh_table()
@@ -260,6 +285,7 @@ LARGE = {
     "delete_and_appends": delete_and_appends,
     "recover_during_append": recover_during_append,
     "two_handoffs": two_handoffs,
+    "upserts_and_delete": upserts_and_delete,
 }
 
 

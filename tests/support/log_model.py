@@ -42,6 +42,7 @@ class Op:
     uncertain: bool = False  # CommitStateUnknownError: either outcome is allowed
     error: BaseException | None = None
     removes_data: bool = False  # a clean: older versions may have lost their data files
+    upsert: bool = False  # a primary-key table: an added id replaces the row of that id
     read_version: int | None = None
     """For a delete: the version it read (its commitInfo's). As in Delta's write-serializable
     mode, it removes the matching rows of that version; blind appends committed between its
@@ -74,7 +75,10 @@ class Model:
                     for i in op.deleted:
                         if i in seen:
                             state.pop(i, None)
-                state.update(op.added)
+                if op.upsert:
+                    state.update({i: 1 - state[i] for i in op.added if state[i] == 0})
+                else:
+                    state.update(op.added)
         return state
 
 
@@ -182,11 +186,11 @@ def _check_changes(
             changes.column("_change_type").to_pylist(),
             strict=True,
         )
-        if kind == "insert" and i not in uncertain
+        if kind in ("insert", "update_postimage") and i not in uncertain
     )
     before, after = model.ids_at(start - 1), model.ids_at(end)
     wanted = Counter({i: n for i, n in (after - before).items()})
-    added_between = Counter(
+    added_between = Counter(  # an upsert of a key already there reports an update
         i for o in model.acknowledged() if start <= (o.version or -1) <= end for i in o.added
     )
     assert inserted == added_between, (
