@@ -41,6 +41,7 @@ from carbonlite.ingest.clients import (
 )
 from carbonlite.ingest.decode import METADATA_COLUMNS, data_schema, decode_values
 from carbonlite.metadata import TxnMovedError
+from carbonlite.seams import reach
 from carbonlite.table import Table
 
 __all__ = ["BAD_RECORDS_SCHEMA", "IngestError", "IngestResult", "KafkaIngester", "app_id"]
@@ -215,6 +216,8 @@ class KafkaIngester:
             while True:
                 reached = self.stop_at_end and self._reached(consumer, targets)
                 batch = Fetched() if reached else self._gather(consumer, targets)
+                if batch:
+                    reach("ingest.after_fetch")
                 if committing is not None:
                     try:
                         committing.result()
@@ -289,6 +292,7 @@ class KafkaIngester:
         where = repr(self.table.path)
         schema = self.table.schema
         decoded = decode_values(batch.values, data_schema(schema), where)
+        reach("ingest.before_commit")
         if decoded.bad:
             first = decoded.bad[0][0]
             if self.bad is None:
@@ -299,6 +303,7 @@ class KafkaIngester:
                     "bad-records table to keep going)"
                 )
             self._commit_bad(batch, decoded.bad)
+            reach("ingest.after_bad_commit")
         good = batch if not decoded.bad else batch.take(decoded.good)
         rows = self._with_metadata(decoded.rows, good, schema)
         last = batch.last_offsets()

@@ -46,6 +46,7 @@ from carbonlite.metadata import TxnMovedError
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.seams import reach
 from carbonlite.serve.buffer import Buffer, Mark, Put, SequenceError, StaleReadError, marker_of
 from carbonlite.serve.catalog import Catalog, TableNameError
 from carbonlite.serve.records import (
@@ -221,6 +222,7 @@ class FlightService(flight.FlightServerBase):
                 continue
             progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
             rows = pa.concat_tables([p.rows for p in puts]).combine_chunks()
+            reach("serve.before_flush_commit")
             try:
                 result = table._write(rows, txn=None, overwrite=False, progress=progress)
             except TxnMovedError:
@@ -297,6 +299,7 @@ class FlightService(flight.FlightServerBase):
                 self._lsn_floor[me] = self.wal.next_lsn
             try:
                 lsn = self.wal.append(payload)
+                reach("serve.after_wal")
                 self.buffer.add(
                     Put(request.table, request.producer_id, request.sequence, lsn, rows)
                 )
