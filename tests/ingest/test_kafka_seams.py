@@ -10,7 +10,7 @@ import itertools
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -114,14 +114,13 @@ def test_bad_records_of_a_batch_read_again_after_a_crash_land_exactly_once(
     restarted = committer(path, bad, "b")
     markers: dict[int, int | None] = {0: None, 1: None}
     for messages in again:
-        restarted._commit(batch(messages, wrong), markers)
+        restarted._commit(batch(messages, wrong), dict(markers))
         markers.update({p: offsets[-1] for p, offsets in messages.items()})
-    read = {(p, o) for p, offsets in itertools.chain(first.items()) for o in offsets}
-    read |= {(p, o) for messages in again for p, offsets in messages.items() for o in offsets}
+    landed = {(p, o) for messages in again for p, offsets in messages.items() for o in offsets}
+    read = landed | {(p, o) for p, offsets in first.items() for o in offsets}
     assert bad_records(bad) == Counter(read & wrong)
     table = cl.open_table(path)
     ids = Counter(table.to_arrow().column("id").to_pylist())
-    landed = {(p, o) for messages in again for p, offsets in messages.items() for o in offsets}
     assert ids == Counter(p * 1000 + o for p, o in landed - wrong)
     for p, last in markers.items():
         assert table.transaction_version(app_id(TOPIC, p)) == last
@@ -147,3 +146,126 @@ def test_a_batch_whose_markers_moved_only_in_part_is_refused_not_skipped(tmp_pat
     assert bad_records(bad) == Counter(wrong)
     ids = Counter(cl.open_table(path).to_arrow().column("id").to_pylist())
     assert ids == Counter(p * 1000 + o for p in (0, 1) for o in range(4) if (p, o) not in wrong)
+
+
+# -- two ingesters racing, paused at the ingester's seams --------------------------------------
+
+RACE_BAD = {(0, 1), (0, 4), (1, 2)}
+RACE_OFFSETS = range(6)
+DOOR_SEAMS = ("ingest.after_fetch", "ingest.before_commit", "ingest.after_bad_commit")
+"""The ingester's own seams: explored in every order."""
+COMMIT_SEAMS = (*DOOR_SEAMS, "commit.before_put", "commit.after_put")
+"""With the commit's: the window between reading a marker and moving it (random orders)."""
+
+
+class InlineExecutor:
+    """The ingester's committer, run at ``submit`` on the caller's thread: the actor's, so
+    the commit pauses at its seams like the rest of the actor (a thread of the pool would
+    pass them unpaused, and run beside the actor). A batch then commits before the next is
+    fetched, not while; the order of commits and their markers is the same."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def race_topic(kafka_broker: KafkaBroker) -> str:
+    """Two partitions of six messages; offsets 1 and 4 of partition 0 and 2 of partition 1
+    do not decode."""
+    name = f"race-{uuid.uuid4().hex[:10]}"
+    kafka_broker.create_topic(name, 2)
+    for p in (0, 1):
+        values = [BAD if (p, o) in RACE_BAD else value(p, o) for o in RACE_OFFSETS]
+        kafka_broker.produce(name, values, partition=p)
+    return name
+
+
+@pytest.fixture
+def inline_commits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_module, "ThreadPoolExecutor", InlineExecutor)
+
+
+def race(
+    broker: KafkaBroker, name: str, root: Path
+) -> tuple[
+    Callable[[], tuple[tuple[Path, Path], list[Actor]]],
+    Callable[[tuple[Path, Path], dict[str, Outcome]], None],
+]:
+    """Ingester ``a`` reads partition 0; ``b`` reads partitions 0 and 1: both to the end,
+    into one table and one bad-records table. The check: every good message a row once,
+    every bad one a bad record once, both markers at the last offset, each ingester's
+    reported offsets the table's."""
+    runs = itertools.count()
+
+    def scenario() -> tuple[tuple[Path, Path], list[Actor]]:
+        where = root / f"s{next(runs)}"
+        path, bad = where / "t", where / "bad"
+        cl.create_table(path, SCHEMA)
+        cl.create_table(bad, kafka_module.BAD_RECORDS_SCHEMA)
+
+        def ingest(writer: str, partitions: list[int]) -> Callable[[], Any]:
+            return lambda: KafkaIngester(
+                str(path),
+                bootstrap_servers=broker.bootstrap,
+                topic=name,
+                partitions=partitions,
+                bad_records=str(bad),
+                writer_id=writer,
+                stop_at_end=True,
+                max_latency=0.5,
+                client="kafka-python",
+            ).run()
+
+        return (path, bad), [Actor("a", ingest("a", [0])), Actor("b", ingest("b", [0, 1]))]
+
+    def check(state: tuple[Path, Path], outcomes: dict[str, Outcome]) -> None:
+        path, bad = state
+        for outcome in outcomes.values():
+            assert outcome.ok, f"{outcome.name} failed: {outcome.error!r}"
+        table = cl.open_table(path)
+        ids = Counter(table.to_arrow().column("id").to_pylist())
+        good = {(p, o) for p in (0, 1) for o in RACE_OFFSETS} - RACE_BAD
+        assert ids == Counter(p * 1000 + o for p, o in good), "a row lost or repeated"
+        assert bad_records(bad) == Counter(RACE_BAD), "a bad record lost or repeated"
+        markers = {p: table.transaction_version(app_id(name, p)) for p in (0, 1)}
+        assert markers == {0: RACE_OFFSETS[-1], 1: RACE_OFFSETS[-1]}
+        for outcome in outcomes.values():
+            reported = outcome.result.offsets
+            assert reported == {p: markers[p] for p in reported}, (
+                f"{outcome.name} reported offsets {reported}, the table holds {markers}"
+            )
+
+    return scenario, check
+
+
+@pytest.mark.usefixtures("inline_commits")
+def test_two_ingesters_in_every_order_of_their_seams(
+    kafka_broker: KafkaBroker, race_topic: str, tmp_path: Path
+) -> None:
+    scenario, check = race(kafka_broker, race_topic, tmp_path)
+    found = explore_all(scenario, check, pause_at=DOOR_SEAMS, limit=200)
+    assert found.exhaustive, f"more than {found.schedules} orders"
+    assert set(DOOR_SEAMS) <= found.seams
+
+
+@pytest.mark.usefixtures("inline_commits")
+@pytest.mark.parametrize(
+    "seeds", [range(16), pytest.param(range(16, 120), marks=pytest.mark.slow)], ids=str
+)
+def test_two_ingesters_in_random_orders_of_their_commits(
+    kafka_broker: KafkaBroker, race_topic: str, tmp_path: Path, seeds: range
+) -> None:
+    scenario, check = race(kafka_broker, race_topic, tmp_path)
+    found = explore_random(scenario, check, seeds=seeds, pause_at=COMMIT_SEAMS)
+    assert found.schedules == len(seeds) and set(COMMIT_SEAMS) <= found.seams
