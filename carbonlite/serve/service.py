@@ -161,6 +161,8 @@ class FlightService(flight.FlightServerBase):
                     log.warning("replay: table %r is gone; its put is dropped", request.table)
                     continue
                 markers[key] = table.transaction_version(marker_of(request.producer_id))
+            # durable either way: a re-send of it is skipped, as for a producer seen live
+            self.buffer.replayed(request.table, request.producer_id, request.sequence, markers[key])
             if _committed(request.sequence, markers[key]):
                 continue  # committed before the crash
             self.buffer.add(
