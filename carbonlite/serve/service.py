@@ -228,9 +228,10 @@ class FlightService(flight.FlightServerBase):
             try:
                 result = table._write(rows, txn=None, overwrite=False, progress=progress)
             except TxnMovedError:
-                continue  # a marker moved meanwhile: look again
+                continue  # a marker moved meanwhile (another flush committed some): look again
+            if result.version is None:
+                continue  # every marker holds these puts already (skipped): look again
             break
-        assert result.version is not None
         self.buffer.committed(name, puts)
         self.flushes += 1
         log.info(
