@@ -124,6 +124,10 @@ class _Entry:
     """When (``time.monotonic``) it was committed."""
 
 
+def _lsn(entry: _Entry) -> int:
+    return entry.put.lsn
+
+
 @dataclass(slots=True)
 class _Producer:
     last: int | None
@@ -137,6 +141,8 @@ class _Producer:
 @dataclass(slots=True)
 class _TableBuffer:
     pending: list[_Entry] = field(default_factory=list)
+    """Puts not committed yet, in LSN order (the order they were logged), which is not always
+    the order they were added: a put logged first may be added after one logged later."""
     retained: deque[_Entry] = field(default_factory=deque)
     """Committed puts still in memory, in commit order."""
     retained_bytes: int = 0
@@ -227,7 +233,11 @@ class Buffer:
                     f"put {put.sequence} of producer {put.producer_id!r} of table "
                     f"{put.table!r} was neither checked nor replayed: its producer is unknown"
                 )
-            buffer.pending.append(entry)
+            pending = buffer.pending
+            if pending and pending[-1].put.lsn > put.lsn:  # overtaken since it was logged
+                bisect.insort(pending, entry, key=_lsn)
+            else:
+                pending.append(entry)
             self._pending_rows += put.rows.num_rows
             producer.last = max(put.sequence, producer.last if producer.last is not None else -1)
             producer.received.add(put.sequence)
@@ -248,6 +258,7 @@ class Buffer:
             }
 
     def lowest_pending_lsn(self) -> int | None:
+        """The lowest LSN of a put not committed yet: the log must keep its record."""
         with self._lock:
             lsns = [b.pending[0].put.lsn for b in self._tables.values() if b.pending]
         return min(lsns) if lsns else None

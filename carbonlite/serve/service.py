@@ -244,7 +244,7 @@ class FlightService(flight.FlightServerBase):
         )
 
     def _release(self) -> None:
-        """Let the log go up to the first put not committed yet (or in flight)."""
+        """Let the log go up to the lowest LSN not committed yet (in memory, or in flight)."""
         with self._locks_lock:  # a put registering its floor after this gets a later LSN
             written = self.wal.next_lsn
             floors = list(self._lsn_floor.values())

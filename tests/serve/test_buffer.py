@@ -104,6 +104,22 @@ def test_a_producer_first_seen_in_the_replayed_log_is_known_as_one_seen_live() -
         Buffer().add(put("p", 0, 1))
 
 
+def test_pending_puts_are_in_log_order_however_they_were_added() -> None:
+    """q's put was logged (LSN 1) before p's (2, 3), but added after them (its thread was
+    held between the log and the buffer): the log must keep LSN 1 until q's put is in the
+    table, and a flush takes the puts in the order they were logged."""
+    buffer = Buffer()
+    add(buffer, put("p", 0, 2))
+    add(buffer, put("p", 1, 3))
+    add(buffer, put("q", 0, 1))
+    assert buffer.lowest_pending_lsn() == 1
+    assert [(p.producer_id, p.lsn) for p in buffer.pending("t")] == [("q", 1), ("p", 2), ("p", 3)]
+    buffer.committed("t", [p for p in buffer.pending("t") if p.producer_id == "p"])
+    assert buffer.lowest_pending_lsn() == 1
+    buffer.committed("t", buffer.pending("t"))
+    assert buffer.lowest_pending_lsn() is None
+
+
 def test_a_mark_of_another_run_is_stale() -> None:
     buffer = Buffer()
     add(buffer, put("p", 0, 1))
