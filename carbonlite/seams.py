@@ -49,10 +49,11 @@ SEAMS: dict[str, str] = {
     "source.after_latest_offset": "a stream source planned a batch's end offset; it has not planned its partitions",
     "source.before_read": "a stream source planned a batch's partitions; no row is read",
     # the Kafka ingester (ingest/kafka.py) and the Flight service (serve/)
-    "ingest.after_fetch": "the Kafka ingester fetched a batch; nothing of it is committed",
-    "ingest.before_commit": "the Kafka ingester split a batch into rows, bad records and markers; none committed",
-    "serve.after_wal": "the Flight service logged a put and answered it; the put is not committed",
-    "serve.before_flush_commit": "the flusher took puts from memory; their rows and markers are not committed",
+    "ingest.after_fetch": "the Kafka ingester fetched a batch; nothing of it is committed (the batch before it may be committing)",
+    "ingest.before_commit": "the Kafka ingester split a batch into rows and bad records; neither is committed",
+    "ingest.after_bad_commit": "a batch's bad records and their markers are committed to the bad-records table; its rows and their markers are not",
+    "serve.after_wal": "a put's record is durable in the Flight service's log; the put is not in memory, answered or committed",
+    "serve.before_flush_commit": "the flusher took a table's pending puts and read their producers' markers; their rows and markers are not committed",
 }
 """Every seam, with what has and has not happened when it is reached."""
 

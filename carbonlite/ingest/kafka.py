@@ -11,10 +11,12 @@ same offsets: the second's commit finds the marker moved, commits nothing
 
 Bad records (a value that is not a JSON object of the table's columns) go to the
 ``bad_records`` table, with their own markers (``kafka-bad:{topic}:{partition}``), committed
-just before the good rows of the same batch; a restart re-reads the batch and finds the bad
-records' markers already there, so they too are kept exactly once. Without that table the
-first bad record stops the ingester with an :class:`IngestError` naming topic, partition and
-offset, and nothing past the last commit is committed.
+just before the good rows of the same batch. A marker says every bad record of its partition
+up to it is kept, so a restart (or a second ingester) that reads the batch again, in batches
+of any shape, commits only the bad records past their partition's marker: they too are kept
+exactly once. Without that table the first bad record stops the ingester with an
+:class:`IngestError` naming topic, partition and offset, and nothing past the last commit is
+committed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from carbonlite.ingest.clients import (
 )
 from carbonlite.ingest.decode import METADATA_COLUMNS, data_schema, decode_values
 from carbonlite.metadata import TxnMovedError
+from carbonlite.seams import reach
 from carbonlite.table import Table
 
 __all__ = ["BAD_RECORDS_SCHEMA", "IngestError", "IngestResult", "KafkaIngester", "app_id"]
@@ -70,6 +73,10 @@ def app_id(topic: str, partition: int) -> str:
 
 def _bad_app_id(topic: str, partition: int) -> str:
     return f"kafka-bad:{topic}:{partition}"
+
+
+def _past(marker: int | None, offset: int) -> bool:
+    return marker is None or offset > marker
 
 
 @dataclass
@@ -215,6 +222,8 @@ class KafkaIngester:
             while True:
                 reached = self.stop_at_end and self._reached(consumer, targets)
                 batch = Fetched() if reached else self._gather(consumer, targets)
+                if batch:
+                    reach("ingest.after_fetch")
                 if committing is not None:
                     try:
                         committing.result()
@@ -289,6 +298,7 @@ class KafkaIngester:
         where = repr(self.table.path)
         schema = self.table.schema
         decoded = decode_values(batch.values, data_schema(schema), where)
+        reach("ingest.before_commit")
         if decoded.bad:
             first = decoded.bad[0][0]
             if self.bad is None:
@@ -299,6 +309,7 @@ class KafkaIngester:
                     "bad-records table to keep going)"
                 )
             self._commit_bad(batch, decoded.bad)
+            reach("ingest.after_bad_commit")
         good = batch if not decoded.bad else batch.take(decoded.good)
         rows = self._with_metadata(decoded.rows, good, schema)
         last = batch.last_offsets()
@@ -312,8 +323,25 @@ class KafkaIngester:
             self.result.rows += rows.num_rows
 
     def _commit_bad(self, batch: Fetched, bad: list[tuple[int, str]]) -> None:
+        """Commit the bad records of ``batch`` (index and error of each) that the bad-records
+        table lacks, moving the marker of each partition they are in to the batch's last
+        offset of it.
+
+        A partition's marker says every bad record of it up to that offset is kept. A batch
+        read again (after a crash between this commit and the rows', or by a second
+        ingester) may reach past a marker or stop short of it, partition by partition, so
+        what is new is decided per record: those past their partition's marker. Each marker
+        moves by compare-and-set, decided for the commit as a whole (``MarkersContinue``): a
+        marker another ingester moved meanwhile refuses it (``TxnMovedError``, the ingester
+        starts again after the table's markers), or skips it when every marker holds it."""
         assert self.bad is not None
-        messages = batch.take([i for i, _ in bad])
+        self.bad.refresh()
+        last = batch.last_offsets()
+        kept = {p: self.bad.transaction_version(_bad_app_id(self.topic, p)) for p in last}
+        new = [(i, e) for i, e in bad if _past(kept[batch.partitions[i]], batch.offsets[i])]
+        if not new:
+            return  # kept before: a restart or another ingester read this batch already
+        messages = batch.take([i for i, _ in new])
         table = pa.table(
             {
                 "topic": [self.topic] * len(messages),
@@ -322,17 +350,13 @@ class KafkaIngester:
                 "timestamp": messages.timestamps,
                 "key": messages.keys,
                 "value": messages.values,
-                "error": [e for _, e in bad],
+                "error": [e for _, e in new],
             },
             schema=BAD_RECORDS_SCHEMA,
         )
-        self.bad.refresh()
-        progress = {}
-        for p, offset in batch.last_offsets().items():
-            previous = self.bad.transaction_version(_bad_app_id(self.topic, p))
-            if previous is not None and previous >= offset:
-                return  # this batch's bad records were kept before (a restart re-read it)
-            progress[_bad_app_id(self.topic, p)] = (previous, offset)
+        progress = {
+            _bad_app_id(self.topic, p): (kept[p], last[p]) for p in sorted(set(messages.partitions))
+        }
         result = self.bad._write(table, txn=None, overwrite=False, progress=progress)
         if result.version is not None:
             self.result.bad_records += len(messages)

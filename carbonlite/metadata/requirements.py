@@ -28,6 +28,7 @@ __all__ = [
     "DataUnchangedSince",
     "DeletionsAsRead",
     "FileAppendable",
+    "MarkersContinue",
     "MetadataUnchanged",
     "Requirement",
     "RowsUnchangedSince",
@@ -128,22 +129,74 @@ class TxnContinues:
     batch_id: int
 
     def check(self, snapshot: Snapshot, read_version: int) -> None:
-        found = snapshot.txns.get(self.app_id)
-        if found == self.previous:
-            return
-        if found is not None and found >= self.batch_id:
-            raise TransactionAlreadyCommitted(self.app_id, self.batch_id, found)
-        raise TxnMovedError(
+        MarkersContinue((self,)).check(snapshot, read_version)
+
+    def found(self, snapshot: Snapshot) -> int | None:
+        """The table's marker of ``app_id`` in ``snapshot``."""
+        return snapshot.txns.get(self.app_id)
+
+    def holds_batch(self, snapshot: Snapshot) -> bool:
+        """Whether the marker moved to or past ``batch_id``: the table holds the batch."""
+        found = self.found(snapshot)
+        return found != self.previous and found is not None and found >= self.batch_id
+
+    def moved(self, snapshot: Snapshot, read_version: int, why: str) -> TxnMovedError:
+        found = self.found(snapshot)
+        return TxnMovedError(
             f"the marker of {self.app_id!r} in {snapshot.table_path!r} is "
             f"{'absent' if found is None else found} at version {snapshot.version}, not "
             f"{'absent' if self.previous is None else self.previous} as this writer read it at "
-            f"version {read_version}: another writer committed part of the batch up to "
-            f"{self.batch_id}; nothing was committed, start again after the table's marker",
+            f"version {read_version}: {why}; nothing was committed, start again after the "
+            "table's markers",
             app_id=self.app_id,
             expected=self.previous,
             found=found,
             read_version=read_version,
             conflicting_version=snapshot.version,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MarkersContinue:
+    """Every marker a commit moves (``AppendCommit.progress``, one :class:`TxnContinues`
+    each) continues where the writer read it, decided for the batch as a whole: every marker
+    unmoved, the commit goes on; every one at or past its batch id, the table holds the whole
+    batch (an uncertain commit retried, or another writer committed the same range): the
+    commit is skipped. Any other mix, one marker past the batch while another is where it
+    was read, say, means another writer committed *part* of the batch: skipping would drop
+    the rest and committing would repeat that part, so :class:`TxnMovedError`, and the
+    writer starts again after the table's markers."""
+
+    moves: tuple[TxnContinues, ...]
+
+    @classmethod
+    def of(cls, progress: Mapping[str, tuple[int | None, int]]) -> MarkersContinue:
+        """The requirement of ``progress``: ``app_id -> (previous, new)``."""
+        return cls(tuple(TxnContinues(a, previous, new) for a, (previous, new) in progress.items()))
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        unmoved = [m for m in self.moves if m.found(snapshot) == m.previous]
+        if len(unmoved) == len(self.moves):
+            return
+        held = [m for m in self.moves if m.holds_batch(snapshot)]
+        if len(held) == len(self.moves):
+            first = held[0]
+            found = first.found(snapshot)
+            assert found is not None
+            raise TransactionAlreadyCommitted(first.app_id, first.batch_id, found)
+        partly = [m for m in self.moves if m not in unmoved and m not in held]
+        if partly:
+            raise partly[0].moved(
+                snapshot,
+                read_version,
+                f"another writer committed part of the batch up to {partly[0].batch_id}",
+            )
+        others = ", ".join(repr(m.app_id) for m in unmoved)
+        raise held[0].moved(
+            snapshot,
+            read_version,
+            f"another writer committed this batch's part up to {held[0].batch_id}, but "
+            f"not that of {others}",
         )
 
 

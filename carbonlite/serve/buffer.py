@@ -21,8 +21,10 @@ and that reader is told to plan again (:class:`StaleReadError`) rather than miss
 cost what they return: each producer's puts are kept in sequence order.
 
 Sequences: per table and producer, a sequence above the last one known is new; the last one
-known, or one received since the service started (or replayed from its log), is a re-send
-that is already durable; any other older sequence is a regression (:class:`SequenceError`):
+known, the table's marker when the producer was first seen (live, or in the log replayed at
+start), or one received since the service started (or found in its log at start, whether the
+table holds it already or not) is a re-send that is already durable; any other older
+sequence is a regression (:class:`SequenceError`):
 accepting it would reorder the producer's puts, and skipping it could drop rows the service
 never had. The sequences received are kept as runs, so a producer counting 0, 1, 2, ... costs
 one run however long the service runs.
@@ -122,11 +124,16 @@ class _Entry:
     """When (``time.monotonic``) it was committed."""
 
 
+def _lsn(entry: _Entry) -> int:
+    return entry.put.lsn
+
+
 @dataclass(slots=True)
 class _Producer:
     last: int | None
     """The newest sequence that is durable (in the table or in the log)."""
     received: _Runs = field(default_factory=_Runs)
+    """Durable sequences: the table's marker when first seen, every put checked or replayed."""
     entries: deque[_Entry] = field(default_factory=deque)
     """Its puts in memory, pending or retained, in sequence order."""
 
@@ -134,6 +141,8 @@ class _Producer:
 @dataclass(slots=True)
 class _TableBuffer:
     pending: list[_Entry] = field(default_factory=list)
+    """Puts not committed yet, in LSN order (the order they were logged), which is not always
+    the order they were added: a put logged first may be added after one logged later."""
     retained: deque[_Entry] = field(default_factory=deque)
     """Committed puts still in memory, in commit order."""
     retained_bytes: int = 0
@@ -165,12 +174,12 @@ class Buffer:
 
     # --- puts ---------------------------------------------------------------------------------
 
-    def check(
-        self, table: str, producer_id: str, sequence: int, committed: Callable[[], int | None]
-    ) -> bool:
-        """Whether ``sequence`` is new (True) or a durable re-send (False); raises
-        :class:`SequenceError` for a regression. ``committed`` reads the table's marker of
-        the producer, the first time the producer is seen."""
+    def _producer(
+        self, table: str, producer_id: str, committed: Callable[[], int | None]
+    ) -> _Producer:
+        """The producer's record. The first time the producer is seen (live or in the log
+        replayed at start), it is made from the table's marker, ``committed()``: that
+        sequence is durable, a re-send."""
         with self._lock:
             producer = self._table(table).producers.get(producer_id)
         if producer is None:
@@ -181,6 +190,15 @@ class Buffer:
                     producer = self._table(table).producers[producer_id] = _Producer(last)
                     if last is not None:
                         producer.received.add(last)
+        return producer
+
+    def check(
+        self, table: str, producer_id: str, sequence: int, committed: Callable[[], int | None]
+    ) -> bool:
+        """Whether ``sequence`` is new (True) or a durable re-send (False); raises
+        :class:`SequenceError` for a regression. ``committed`` reads the table's marker of
+        the producer, the first time the producer is seen."""
+        producer = self._producer(table, producer_id, committed)
         with self._lock:
             if producer.last is None or sequence > producer.last:
                 return True
@@ -192,14 +210,35 @@ class Buffer:
             "sequence, and re-send a put with the sequence it had"
         )
 
+    def replayed(self, table: str, producer_id: str, sequence: int, marker: int | None) -> None:
+        """A sequence of the producer found in the write-ahead log at start: durable (in the
+        table, or buffered again by :meth:`add`), so a re-send of it is skipped, as if the
+        service had received it since it started. ``marker``: the table's marker of the
+        producer, which makes its record the first time it is seen, as in :meth:`check`."""
+        producer = self._producer(table, producer_id, lambda: marker)
+        with self._lock:
+            producer.last = max(sequence, producer.last if producer.last is not None else -1)
+            producer.received.add(sequence)
+
     def add(self, put: Put) -> None:
-        """A put whose log record is durable: readable from now on."""
+        """A put whose log record is durable: readable from now on. Its sequence was
+        checked (:meth:`check`) or replayed (:meth:`replayed`) first, so its producer's
+        record was made from the table's marker."""
         entry = _Entry(put, put.rows.get_total_buffer_size())
         with self._lock:
             buffer = self._table(put.table)
-            buffer.pending.append(entry)
+            producer = buffer.producers.get(put.producer_id)
+            if producer is None:
+                raise RuntimeError(
+                    f"put {put.sequence} of producer {put.producer_id!r} of table "
+                    f"{put.table!r} was neither checked nor replayed: its producer is unknown"
+                )
+            pending = buffer.pending
+            if pending and pending[-1].put.lsn > put.lsn:  # overtaken since it was logged
+                bisect.insort(pending, entry, key=_lsn)
+            else:
+                pending.append(entry)
             self._pending_rows += put.rows.num_rows
-            producer = buffer.producers.setdefault(put.producer_id, _Producer(None))
             producer.last = max(put.sequence, producer.last if producer.last is not None else -1)
             producer.received.add(put.sequence)
             producer.entries.append(entry)
@@ -219,6 +258,7 @@ class Buffer:
             }
 
     def lowest_pending_lsn(self) -> int | None:
+        """The lowest LSN of a put not committed yet: the log must keep its record."""
         with self._lock:
             lsns = [b.pending[0].put.lsn for b in self._tables.values() if b.pending]
         return min(lsns) if lsns else None

@@ -46,6 +46,7 @@ from carbonlite.metadata import TxnMovedError
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.seams import reach
 from carbonlite.serve.buffer import Buffer, Mark, Put, SequenceError, StaleReadError, marker_of
 from carbonlite.serve.catalog import Catalog, TableNameError
 from carbonlite.serve.records import (
@@ -160,6 +161,8 @@ class FlightService(flight.FlightServerBase):
                     log.warning("replay: table %r is gone; its put is dropped", request.table)
                     continue
                 markers[key] = table.transaction_version(marker_of(request.producer_id))
+            # durable either way: a re-send of it is skipped, as for a producer seen live
+            self.buffer.replayed(request.table, request.producer_id, request.sequence, markers[key])
             if _committed(request.sequence, markers[key]):
                 continue  # committed before the crash
             self.buffer.add(
@@ -221,12 +224,14 @@ class FlightService(flight.FlightServerBase):
                 continue
             progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
             rows = pa.concat_tables([p.rows for p in puts]).combine_chunks()
+            reach("serve.before_flush_commit")
             try:
                 result = table._write(rows, txn=None, overwrite=False, progress=progress)
             except TxnMovedError:
-                continue  # a marker moved meanwhile: look again
+                continue  # a marker moved meanwhile (another flush committed some): look again
+            if result.version is None:
+                continue  # every marker holds these puts already (skipped): look again
             break
-        assert result.version is not None
         self.buffer.committed(name, puts)
         self.flushes += 1
         log.info(
@@ -239,7 +244,7 @@ class FlightService(flight.FlightServerBase):
         )
 
     def _release(self) -> None:
-        """Let the log go up to the first put not committed yet (or in flight)."""
+        """Let the log go up to the lowest LSN not committed yet (in memory, or in flight)."""
         with self._locks_lock:  # a put registering its floor after this gets a later LSN
             written = self.wal.next_lsn
             floors = list(self._lsn_floor.values())
@@ -297,6 +302,7 @@ class FlightService(flight.FlightServerBase):
                 self._lsn_floor[me] = self.wal.next_lsn
             try:
                 lsn = self.wal.append(payload)
+                reach("serve.after_wal")
                 self.buffer.add(
                     Put(request.table, request.producer_id, request.sequence, lsn, rows)
                 )

@@ -32,6 +32,7 @@ from carbonlite.metadata import (
     DeletionsAsRead,
     FileAppendable,
     Log,
+    MarkersContinue,
     MetadataUnchanged,
     Requirement,
     RowsDeleted,
@@ -43,7 +44,6 @@ from carbonlite.metadata import (
     StateStored,
     TableMetadata,
     TransactionAlreadyCommitted,
-    TxnContinues,
     TxnMarker,
     TxnNotCommitted,
     commit,
@@ -174,7 +174,8 @@ class AppendCommit:
     """State tables stored with the commit (a publish's ``state``)."""
     progress: Mapping[str, tuple[int | None, int]] = field(default_factory=dict)
     """Transaction markers it moves, ``app_id -> (previous, new)``, each a compare-and-set
-    (``TxnContinues``): one per Kafka partition an ingester consumed."""
+    (``TxnContinues``), decided together (``MarkersContinue``): one per Kafka partition an
+    ingester consumed, one per producer a Flight flush commits."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -190,9 +191,8 @@ class AppendCommit:
             requirements.append(RowsUnchangedSince(self.operation.lower()))
         if self.txn is not None:
             requirements.append(TxnNotCommitted(self.txn.app_id, self.txn.batch_id))
-        requirements.extend(
-            TxnContinues(app_id, previous, new) for app_id, (previous, new) in self.progress.items()
-        )
+        if self.progress:
+            requirements.append(MarkersContinue.of(self.progress))
         if self.overwrite:
             requirements.append(DataUnchangedSince())
         if self.exclusive:
@@ -415,10 +415,9 @@ class TableWriter:
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
         with self.owned():
             snapshot = log.update(snapshot)  # committed lengths as of now, under the lock
-            checks: list[TxnNotCommitted | TxnContinues] = [
-                TxnContinues(app_id, previous, new)
-                for app_id, (previous, new) in (progress or {}).items()
-            ]
+            checks: list[TxnNotCommitted | MarkersContinue] = (
+                [MarkersContinue.of(progress)] if progress else []
+            )
             if txn is not None:
                 checks.append(TxnNotCommitted(txn.app_id, txn.batch_id))
             try:  # before writing anything; the commit checks again

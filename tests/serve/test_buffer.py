@@ -23,6 +23,12 @@ def put(producer: str, sequence: int, lsn: int, rows: int = 10) -> Put:
     return Put("t", producer, sequence, lsn, data)
 
 
+def add(buffer: Buffer, p: Put, marker: int | None = None) -> None:
+    """``p`` checked as new (the table's marker of its producer: ``marker``), then added."""
+    assert buffer.check(p.table, p.producer_id, p.sequence, lambda: marker)
+    buffer.add(p)
+
+
 def keys(tables: list[pa.Table]) -> list[tuple[str, int]]:
     """(producer, sequence) of each put's rows, in order."""
     out = []
@@ -74,9 +80,49 @@ def test_sequences_new_resent_and_regressed() -> None:
     assert buffer.check("t", "q", 0, lambda: 0) is False  # committed before the service ran
 
 
+def test_a_producer_first_seen_in_the_replayed_log_is_known_as_one_seen_live() -> None:
+    """Replayed at start: p's puts 4 and 5 (the table's marker is 5: committed before the
+    crash) and 6 (buffered again). 5, the marker when p was first seen, and every sequence
+    in the log are re-sends, as they are for a producer seen live; 3 never was received."""
+    buffer = Buffer()
+    for seq in (4, 5, 6):
+        buffer.replayed("t", "p", seq, marker=5)
+    buffer.add(put("p", 6, 3))
+    assert [buffer.check("t", "p", s, lambda: None) for s in (4, 5, 6, 7)] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    with pytest.raises(SequenceError, match="sequence 3 is older and was never received"):
+        buffer.check("t", "p", 3, lambda: None)
+    live = Buffer()  # the same producer seen live: its first put 6, the marker 5
+    add(live, put("p", 6, 1), marker=5)
+    assert live.check("t", "p", 5, lambda: None) is False
+    # a put is added only after its producer is known from the table's marker
+    with pytest.raises(RuntimeError, match="neither checked nor replayed"):
+        Buffer().add(put("p", 0, 1))
+
+
+def test_pending_puts_are_in_log_order_however_they_were_added() -> None:
+    """q's put was logged (LSN 1) before p's (2, 3), but added after them (its thread was
+    held between the log and the buffer): the log must keep LSN 1 until q's put is in the
+    table, and a flush takes the puts in the order they were logged."""
+    buffer = Buffer()
+    add(buffer, put("p", 0, 2))
+    add(buffer, put("p", 1, 3))
+    add(buffer, put("q", 0, 1))
+    assert buffer.lowest_pending_lsn() == 1
+    assert [(p.producer_id, p.lsn) for p in buffer.pending("t")] == [("q", 1), ("p", 2), ("p", 3)]
+    buffer.committed("t", [p for p in buffer.pending("t") if p.producer_id == "p"])
+    assert buffer.lowest_pending_lsn() == 1
+    buffer.committed("t", buffer.pending("t"))
+    assert buffer.lowest_pending_lsn() is None
+
+
 def test_a_mark_of_another_run_is_stale() -> None:
     buffer = Buffer()
-    buffer.add(put("p", 0, 1))
+    add(buffer, put("p", 0, 1))
     assert keys(buffer.rows_after("t", {}, buffer.mark())) == [("p", 0)]
     with pytest.raises(StaleReadError, match="call GetFlightInfo again"):
         buffer.rows_after("t", {}, Mark("another run", 0))
@@ -86,7 +132,7 @@ def test_memory_stays_within_its_byte_limit() -> None:
     one = put("p", 0, 1, rows=100).rows.get_total_buffer_size()
     buffer = Buffer(retain_bytes=10 * one)
     for seq in range(1000):
-        buffer.add(put("p", seq, seq + 1, rows=100))
+        add(buffer, put("p", seq, seq + 1, rows=100))
         buffer.committed("t", buffer.pending("t"))
     table = buffer._tables["t"]
     assert table.retained_bytes <= 10 * one
@@ -100,7 +146,7 @@ def test_old_commits_leave_memory_by_age(monkeypatch: pytest.MonkeyPatch) -> Non
     now = [1000.0]
     monkeypatch.setattr("carbonlite.serve.buffer.time.monotonic", lambda: now[0])
     buffer = Buffer(retain_seconds=60)
-    buffer.add(put("p", 0, 1))
+    add(buffer, put("p", 0, 1))
     buffer.committed("t", buffer.pending("t"))
     mark = buffer.mark()
     assert buffer.producers("t") == {"p"}

@@ -301,3 +301,36 @@ def test_a_memory_ticket_of_an_earlier_run_asks_to_plan_again(root: str) -> None
             client.do_get(memory[0].ticket).read_all()
         assert puts_in(read_all(client, path_of("events"))) == {("p", 0): 3}
         assert service.terminate() == 0
+
+
+def test_a_producer_first_seen_in_the_replayed_log_is_answered_as_one_seen_live(
+    root: str,
+) -> None:
+    """The service's first sight of producer ``p`` is its own log, replayed after a SIGKILL.
+    A re-send at or below the table's marker then is answered as for a producer first seen
+    live: the marker as the service found it (here 2) and every sequence in the log are
+    re-sends, skipped with the version holding them; never a SequenceError, never twice."""
+    with ServiceProcess(root, *SLOW) as service:
+        client = service.client()
+        for seq in range(3):
+            assert put(client, "events", "p", seq, rows("p", seq))["skipped"] is False
+        assert service.terminate() == 0  # flushed: the marker is 2, the log released
+        service.start()
+        client = service.client()
+        assert put(client, "events", "p", 3, rows("p", 3))["skipped"] is False
+        service.kill()  # p's put 3 is only in the log
+        service.start()  # replayed (p first seen there) and flushed: the marker is 3
+        client = service.client()
+        version = cl.open_table(os.path.join(root, "events")).version
+        for seq in (2, 3):
+            assert put(client, "events", "p", seq, rows("p", seq)) == {
+                "version": version,
+                "skipped": True,
+            }, f"re-send of {seq}"
+        assert put(client, "events", "p", 4, rows("p", 4))["skipped"] is False
+        # a producer first seen live, for comparison: its marker is a re-send too
+        assert put(client, "events", "q", 0, rows("q", 0))["skipped"] is False
+        assert service.terminate() == 0
+    table = cl.open_table(os.path.join(root, "events"))
+    assert puts_in(table.to_arrow()) == {**{("p", s): 3 for s in range(5)}, ("q", 0): 3}
+    assert table.transaction_version("flight:p") == 4

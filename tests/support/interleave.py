@@ -19,7 +19,9 @@ failure names the schedule (its choices, and the seed) and the trace of seams, s
 ``run_schedule(scenario, choices=...)`` replays it.
 
 Only threads started as actors pause; threads the library starts for itself (page encoding,
-lease heartbeats) pass seams without stopping. An actor that blocks on something another
+lease heartbeats) pass seams without stopping. ``pause_at`` narrows the seams actors pause at
+to the ones a scenario is about (the others are passed as a library thread passes them), so
+an exhaustive exploration stays small. An actor that blocks on something another
 paused actor holds would hang the schedule: after ``STEP_TIMEOUT`` seconds it is reported as a
 deadlock, which is a verdict about the protocol, not about the machine's speed.
 """
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -104,15 +106,16 @@ def _moved(slot: _Slot) -> bool:
 class _Runner:
     """Runs one schedule: owns the actor threads and the seam listener."""
 
-    def __init__(self, actors: Sequence[Actor]) -> None:
+    def __init__(self, actors: Sequence[Actor], pause_at: Collection[str] | None = None) -> None:
         self.slots = [_Slot(a) for a in actors]
+        self.pause_at = None if pause_at is None else frozenset(pause_at)
         self.by_thread: dict[int, _Slot] = {}
         self.cond = threading.Condition()
         self.free = False  # after a failure every actor runs to its end unpaused
 
     def listener(self, name: str) -> None:
         slot = self.by_thread.get(threading.get_ident())
-        if slot is None or self.free:
+        if slot is None or self.free or (self.pause_at is not None and name not in self.pause_at):
             return
         slot.outcome.seams.append(name)
         with self.cond:
@@ -190,10 +193,12 @@ def run_schedule(
     *,
     choices: Sequence[int] = (),
     seed: int | None = None,
+    pause_at: Collection[str] | None = None,
 ) -> Schedule[S]:
     """Run ``scenario``'s actors in one order: ``choices`` first (index into the actors that
     can go, in the order the scenario listed them), then random picks from ``seed`` (or the
-    first actor that can go when ``seed`` is None). Then ``check`` the state."""
+    first actor that can go when ``seed`` is None). Then ``check`` the state. ``pause_at``:
+    the seams actors pause at (None: every seam)."""
     state, actors = scenario()
     strategy = _Priorities([a.name for a in actors], seed) if seed is not None else None
 
@@ -202,7 +207,7 @@ def run_schedule(
             return min(choices[decision], len(enabled) - 1)
         return strategy.pick(decision, enabled) if strategy is not None else 0
 
-    runner = _Runner(actors)
+    runner = _Runner(actors, pause_at)
     with listening(runner.listener):
         made, options, trace = runner.run(pick)
     outcomes = {s.actor.name: s.outcome for s in runner.slots}
@@ -263,14 +268,20 @@ class Exploration:
         self.seams.update(s for _, s in schedule.trace)
 
 
-def explore_all(scenario: Scenario[S], check: Check[S], *, limit: int = 10_000) -> Exploration:
+def explore_all(
+    scenario: Scenario[S],
+    check: Check[S],
+    *,
+    limit: int = 10_000,
+    pause_at: Collection[str] | None = None,
+) -> Exploration:
     """Every order of ``scenario`` (each run checked), depth first, at most ``limit`` of them;
-    ``exhaustive`` tells whether all were run."""
+    ``exhaustive`` tells whether all were run. ``pause_at`` as for :func:`run_schedule`."""
     found = Exploration()
     pending: list[list[int]] = [[]]
     while pending and found.schedules < limit:
         prefix = pending.pop()
-        schedule = run_schedule(scenario, check, choices=prefix)
+        schedule = run_schedule(scenario, check, choices=prefix, pause_at=pause_at)
         found.add(schedule)
         options = schedule.options
         for i in range(len(options) - 1, len(prefix) - 1, -1):
@@ -281,10 +292,15 @@ def explore_all(scenario: Scenario[S], check: Check[S], *, limit: int = 10_000) 
 
 
 def explore_random(
-    scenario: Scenario[S], check: Check[S], *, seeds: Iterator[int] | range
+    scenario: Scenario[S],
+    check: Check[S],
+    *,
+    seeds: Iterator[int] | range,
+    pause_at: Collection[str] | None = None,
 ) -> Exploration:
-    """Seeded random orders of ``scenario``, each checked."""
+    """Seeded random orders of ``scenario``, each checked; ``pause_at`` as for
+    :func:`run_schedule`."""
     found = Exploration()
     for seed in seeds:
-        found.add(run_schedule(scenario, check, seed=seed))
+        found.add(run_schedule(scenario, check, seed=seed, pause_at=pause_at))
     return found

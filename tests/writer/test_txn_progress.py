@@ -67,3 +67,29 @@ def test_a_race_decided_inside_the_commit(tmp_path: Path) -> None:
     with pytest.raises(TxnMovedError):
         b._writer.commit(b.log, stale, pending)
     assert cl.open_table(tmp_path / "t").transaction_version("kafka:t:0") == 9
+
+
+def test_markers_moved_in_part_refuse_the_commit_instead_of_skipping_it(tmp_path: Path) -> None:
+    """A commit moving two markers finds one past its batch (another writer committed that
+    part) and the other where it read it. It is refused (``TxnMovedError``), before writing
+    and inside the commit alike: skipped, it would drop the other part's rows; committed,
+    it would repeat the first part. Only when every marker holds the batch is it skipped."""
+    from carbonlite.writer.append import AppendCommit
+
+    cl.create_table(tmp_path / "t", SCHEMA)
+    a = cl.open_table(tmp_path / "t", writer_id="a")
+    b = cl.open_table(tmp_path / "t", writer_id="b")
+    stale = b.snapshot()
+    assert write(a, range(0, 10), {"kafka:t:0": (None, 9)}) == 1
+    both = {"kafka:t:0": (None, 9), "kafka:t:1": (None, 4)}
+    with pytest.raises(TxnMovedError, match="but not that of 'kafka:t:1'") as caught:
+        write(b, range(0, 15), both)
+    assert caught.value.app_id == "kafka:t:0" and caught.value.found == 9
+    with pytest.raises(TxnMovedError):  # decided inside the commit, from the stale read
+        b._writer.commit(b.log, stale, AppendCommit(appends=(), progress=both))
+    fresh = cl.open_table(tmp_path / "t")
+    assert fresh.count_rows() == 10 and fresh.transaction_version("kafka:t:1") is None
+    # every marker at or past the batch: the batch is in, skipped
+    assert write(a, range(10, 15), {"kafka:t:1": (None, 4)}) == 2
+    assert write(b, range(0, 15), both) is None
+    assert cl.open_table(tmp_path / "t").count_rows() == 15
