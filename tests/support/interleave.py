@@ -59,6 +59,11 @@ class Outcome:
     result: Any = None
     error: BaseException | None = None
     seams: list[str] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    """The schedule's step at which each of ``seams`` was reached (steps count the resumptions
+    of actors, so they order the seams of different actors)."""
+    finished: int = -1
+    """The step in which the actor finished."""
 
     @property
     def ok(self) -> bool:
@@ -112,12 +117,14 @@ class _Runner:
         self.by_thread: dict[int, _Slot] = {}
         self.cond = threading.Condition()
         self.free = False  # after a failure every actor runs to its end unpaused
+        self.step = 0
 
     def listener(self, name: str) -> None:
         slot = self.by_thread.get(threading.get_ident())
         if slot is None or self.free or (self.pause_at is not None and name not in self.pause_at):
             return
         slot.outcome.seams.append(name)
+        slot.outcome.steps.append(self.step)
         with self.cond:
             slot.state, slot.seam = "paused", name
             self.cond.notify_all()
@@ -134,6 +141,7 @@ class _Runner:
         except BaseException as exc:
             slot.outcome.error = exc
         with self.cond:
+            slot.outcome.finished = self.step
             slot.state = "done"
             self.cond.notify_all()
 
@@ -164,6 +172,7 @@ class _Runner:
                 slot = enabled[choice]
                 trace.append((slot.actor.name, slot.seam))
                 with self.cond:
+                    self.step += 1
                     slot.state = "running"
                 slot.go.release()
                 with self.cond:
