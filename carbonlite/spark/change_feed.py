@@ -21,6 +21,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from carbonlite.create import open_table
 from carbonlite.reader.changes import CHANGE_COLUMNS, read_changes
+from carbonlite.seams import reach
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.source import CarbonLiteStreamReader, _offset, _position
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
@@ -63,7 +64,7 @@ class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
         fields = [self.table_schema.field(c) for c in self.columns]
         self.output = spark_arrow_schema(with_changes(pa.schema(fields)))
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         version = _position(start).version
         latest = self._latest()
         if version > latest:
@@ -94,6 +95,7 @@ class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeFeedPartition)
+        reach("source.before_read")
         yield from read_change_partition(partition)
 
 

@@ -55,6 +55,7 @@ from carbonlite.metadata.timeline import earliest_version, first_version_at_or_a
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.seams import reach
 from carbonlite.spark.filters import to_expression
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
@@ -439,6 +440,11 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # --- Spark's streaming protocol -----------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
+        offset = self._initial_offset()
+        reach("source.after_initial_offset")
+        return offset
+
+    def _initial_offset(self) -> dict[str, Any]:
         snapshot = self.table.refresh()._snapshot
         latest = snapshot.version
         if self.starting_timestamp is not None:
@@ -487,8 +493,14 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = self.table.refresh().version
+        reach("source.after_available_now")
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        end = self._latest_offset(start, limit)
+        reach("source.after_latest_offset")
+        return end
+
+    def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         version, index, blocklet, initial = _position(start)
         latest = self._latest()
         limited = not isinstance(limit, ReadAllAvailable)
@@ -551,6 +563,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SplitsPartition)
+        reach("source.before_read")
         yield from read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
