@@ -20,6 +20,7 @@ __all__ = [
     "SchemaMismatchError",
     "StorageError",
     "TableExistsError",
+    "TableIdMismatchError",
     "TableNotFoundError",
     "UnsupportedFormatError",
     "UnsupportedStorageError",
@@ -147,6 +148,18 @@ class WriteRefusedError(StorageError):
 
 class UnsupportedStorageError(StorageError):
     """The filesystem cannot do what a table format needs (for example put-if-absent)."""
+
+
+class TableIdMismatchError(CarbonLiteError):
+    """A stream's checkpoint was made reading another table than the one now at its path (the
+    table was deleted and re-created there, or the query reads another table): its offsets
+    mean nothing in this one. ``checkpoint_table_id`` is the id the offsets name,
+    ``table_id`` the table's. Delta refuses the same case the same way."""
+
+    def __init__(self, message: str, *, checkpoint_table_id: str, table_id: str) -> None:
+        self.checkpoint_table_id = checkpoint_table_id
+        self.table_id = table_id
+        super().__init__(message)
 
 
 class DataUnavailableError(CarbonLiteError):

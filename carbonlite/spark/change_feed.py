@@ -5,8 +5,9 @@ Each row carries the change columns of ``Table.changes`` (``_change_type`` in ``
 ``_commit_timestamp``). Without ``startingVersion``/``startingTimestamp`` the stream starts
 with the table's rows at the latest version, as inserts of that version (Delta's behaviour),
 then every later commit's changes. Offsets are those of the plain stream source (the version
-to read next); a micro-batch takes whole versions: ``maxFilesPerTrigger`` counts versions
-(the initial rows count as one), and the other limits are not applied.
+to read next; the start is decided once, and offsets name the table); a micro-batch takes
+whole versions: ``maxFilesPerTrigger`` counts versions (the initial rows count as one), and
+the other limits are not applied.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from carbonlite.create import open_table
 from carbonlite.reader.changes import CHANGE_COLUMNS, read_changes
+from carbonlite.seams import reach
+from carbonlite.spark.offsets import Position
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import CarbonLiteStreamReader, _offset, _position
+from carbonlite.spark.source import CarbonLiteStreamReader
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
 
 __all__ = ["CHANGE_NAMES", "CarbonLiteChangeFeedReader", "ChangeFeedPartition", "with_changes"]
@@ -63,21 +66,22 @@ class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
         fields = [self.table_schema.field(c) for c in self.columns]
         self.output = spark_arrow_schema(with_changes(pa.schema(fields)))
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        version = _position(start).version
+    def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        offset = self._offset(start)
+        version = offset.position.version
         latest = self._latest()
         if version > latest:
-            return start
+            return offset.to_json()
         most = None
         if isinstance(limit, ReadMaxFiles):
             most = limit.max_files
         elif not isinstance(limit, ReadAllAvailable):
             most = self.max_files
         end = latest + 1 if most is None else min(latest + 1, version + max(1, most))
-        return _offset(end, 0, False)
+        return offset.at(Position(end, 0, 0, False)).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        first, stop = _position(start), _position(end)
+        first, stop = self._batch(start, end)
         parts: list[InputPartition] = []
         for version in range(first.version, stop.version):
             parts.append(
@@ -94,6 +98,7 @@ class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeFeedPartition)
+        reach("source.before_read")
         yield from read_change_partition(partition)
 
 

@@ -4,12 +4,14 @@ Batch: partitions are runs of blocklets (splits) from the snapshot, pruned by mi
 filters Spark pushes; a user schema naming a subset of the columns reads only those.
 
 Streaming: an offset is a position in the log,
-``{"version": v, "index": i, "blocklet": k, "initial": b}``: the first ``i`` units of version
-``v`` have been delivered, and the first ``k`` blocklets of unit ``i``. A unit is one file's
-appended range in one commit (or, for the initial snapshot, one whole file); the limits on rows
-and bytes cut units between blocklets. Offsets never name physical file offsets, which
-compaction could move; commits with ``data_change = false`` (handoff, compaction) hold no
-units, so no row is delivered twice.
+``{"version": v, "index": i, "blocklet": k, "initial": b, ...}``: the first ``i`` units of
+version ``v`` have been delivered, and the first ``k`` blocklets of unit ``i``; it also names
+the table and the query's start (carbonlite/spark/offsets.py). A unit is one file's appended
+range in one commit (or, for the initial snapshot, one whole file); the limits on rows and
+bytes cut units between blocklets. Offsets never name physical file offsets, which compaction
+could move; commits with ``data_change = false`` (handoff, compaction) hold no units, so no
+row is delivered twice. A query's start is decided once, at the first ``initialOffset`` (or
+``prepareForTriggerAvailableNow``), and every offset after it carries it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import logging
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,7 +57,9 @@ from carbonlite.metadata.timeline import earliest_version, first_version_at_or_a
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.seams import reach
 from carbonlite.spark.filters import to_expression
+from carbonlite.spark.offsets import Position, StreamOffset, batch_range, read_offset
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
 from carbonlite.spark.types import spark_schema as spark_schema_of
@@ -314,41 +318,6 @@ class _Unit:
     nbytes: int
 
 
-class _Position(NamedTuple):
-    """Everything before unit ``unit`` of version ``version`` (of its starting snapshot when
-    ``initial``) has been delivered, and the first ``blocklet`` blocklets of that unit."""
-
-    version: int
-    unit: int
-    blocklet: int
-    initial: bool
-
-    def offset(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "index": self.unit,
-            "blocklet": self.blocklet,
-            "initial": self.initial,
-        }
-
-
-def _position(offset: dict[str, Any]) -> _Position:
-    """An offset as a position; offsets written before ``blocklet`` existed have none (0)."""
-    try:
-        return _Position(
-            int(offset["version"]),
-            int(offset["index"]),
-            int(offset.get("blocklet", 0)),
-            bool(offset.get("initial", False)),
-        )
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise InvalidOptionError(f"not a CarbonLite stream offset: {offset!r}") from None
-
-
-def _offset(version: int, index: int, initial: bool, blocklet: int = 0) -> dict[str, Any]:
-    return _Position(version, index, blocklet, initial).offset()
-
-
 class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("carbonlite").load(path)``."""
 
@@ -375,6 +344,9 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._table: Table | None = None
         self._units: dict[tuple[int, bool], list[_Unit]] = {}
         self._available_now: int | None = None
+        self.table_id = table.table_id
+        self._initial: StreamOffset | None = None
+        """The query's start, once initialOffset (or prepareForTriggerAvailableNow) decided it."""
 
     # --- log access (driver side) -------------------------------------------------------------
 
@@ -439,15 +411,28 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     # --- Spark's streaming protocol -----------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
+        """Where the query starts: decided at the first call, the same answer at every later
+        one (Spark asks again to plan batch 0's partitions, docs/SPARK.md)."""
+        offset = self._start().to_json()
+        reach("source.after_initial_offset")
+        return offset
+
+    def _start(self) -> StreamOffset:
+        if self._initial is None:
+            position = self._initial_position()
+            self._initial = StreamOffset(position, self.table_id, position)
+        return self._initial
+
+    def _initial_position(self) -> Position:
         snapshot = self.table.refresh()._snapshot
         latest = snapshot.version
         if self.starting_timestamp is not None:
-            return _offset(self._version_from_timestamp(snapshot), 0, False)
+            return Position(self._version_from_timestamp(snapshot), 0, 0, False)
         start = self.starting_version
         if start is None:
-            return _offset(latest, 0, True)
+            return Position(latest, 0, 0, True)
         if start.strip().lower() == "latest":
-            return _offset(latest + 1, 0, False)
+            return Position(latest + 1, 0, 0, False)
         try:
             version = int(start)
         except ValueError:
@@ -460,7 +445,13 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 f"startingVersion={version} is not a version of {self.uri!r}: its log holds "
                 f"versions {earliest} to {latest}"
             )
-        return _offset(version, 0, False)
+        return Position(version, 0, 0, False)
+
+    def _offset(self, offset: dict[str, Any]) -> StreamOffset:
+        """An offset Spark hands back, checked to be one of this table's. One written before
+        offsets named their table gets this table's id on its way on."""
+        read = read_offset(offset, self.table_id, repr(self.uri))
+        return StreamOffset(read.position, self.table_id, read.start)
 
     def _version_from_timestamp(self, snapshot: Snapshot) -> int:
         text = self.starting_timestamp or ""
@@ -486,10 +477,23 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        # Spark calls this before initialOffset: the start is decided first, so what is
+        # available now is never older than the snapshot the query starts from
+        self._start()
         self._available_now = self.table.refresh().version
+        reach("source.after_available_now")
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        version, index, blocklet, initial = _position(start)
+        end = self._latest_offset(start, limit)
+        reach("source.after_latest_offset")
+        return end
+
+    def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        offset = self._offset(start)
+        return offset.at(self._batch_end(offset.position, limit)).to_json()
+
+    def _batch_end(self, start: Position, limit: ReadLimit) -> Position:
+        version, index, blocklet, initial = start
         latest = self._latest()
         limited = not isinstance(limit, ReadAllAvailable)
         max_files = self.max_files if limited else None
@@ -517,19 +521,24 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                         or (max_rows is not None and rows + b.num_rows > max_rows)
                     )
                     if full:
-                        return _offset(version, index, initial, blocklet)
+                        return Position(version, index, blocklet, initial)
                     files += new_unit
                     nbytes, rows, taken = nbytes + b.length, rows + b.num_rows, taken + 1
                     blocklet += 1
                 index, blocklet = index + 1, 0
             version, index, blocklet, initial = version + 1, 0, 0, False
-        return _offset(version, index, initial, blocklet)
+        return Position(version, index, blocklet, initial)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return _offset(self.table.refresh().version + 1, 0, False)
+        latest = Position(self.table.refresh().version + 1, 0, 0, False)
+        return StreamOffset(latest, self.table_id, None).to_json()
+
+    def _batch(self, start: dict[str, Any], end: dict[str, Any]) -> tuple[Position, Position]:
+        """The positions a batch reads between (see :func:`batch_range`)."""
+        return batch_range(self._offset(start), self._offset(end))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        position, stop = _position(start), _position(end)
+        position, stop = self._batch(start, end)
         version, index, blocklet, initial = position
         splits: list[Split] = []
         until = (stop.version, not stop.initial, stop.unit, stop.blocklet)
@@ -551,10 +560,11 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SplitsPartition)
+        reach("source.before_read")
         yield from read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        version = _position(end).version
+        version = self._offset(end).position.version
         for key in [k for k in self._units if k[0] < version]:
             del self._units[key]
 

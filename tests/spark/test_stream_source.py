@@ -1,5 +1,7 @@
 """The streaming source: read limits, commits that change no data, starting positions,
-commits that remove rows, and reading while another writer appends.
+commits that remove rows, reading while another writer appends, the default start while a
+writer races it (initialOffset asked more than once), a restart that replays batch 0, and a
+checkpoint of a table since deleted and re-created.
 
 Tables are written with the Python API. A "unit" of the source is one file's appended range
 in one commit (after the start), or one whole file of the snapshot the stream starts from;
@@ -9,6 +11,8 @@ in one commit (after the start), or one whole file of the snapshot the stream st
 from __future__ import annotations
 
 import datetime
+import json
+import shutil
 import threading
 import time
 from typing import Any
@@ -344,3 +348,180 @@ def test_bad_starting_position(
     make_table(path, 3, separate_writers=False)
     with pytest.raises(Exception, match=message):
         read_into_memory(spark, path, **options)
+
+
+# --- the default start while a writer appends (issue 24) ---------------------------------------
+
+START_ROWS = 1_000  # the table's rows when the writer starts
+STEP = 10  # rows per writer commit
+
+
+class Appender:
+    """A thread committing STEP rows of the next ids every 30 ms until stopped. Tests stop it
+    on what the stream did (its progress, its end), never after a fixed time."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.commits = 0
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="appender", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            writer = open_table(self.path)
+            while not self._stop.is_set():
+                writer.append(source_rows(START_ROWS + self.commits * STEP, STEP))
+                self.commits += 1
+                time.sleep(0.03)
+        except BaseException as exc:  # reported by the test thread
+            self.errors.append(exc)
+
+    def start(self, commits: int = 3) -> Appender:
+        """Start, and return once ``commits`` commits are in."""
+        self._thread.start()
+        wait_until(lambda: self.commits >= commits or bool(self.errors), what="first commits")
+        return self
+
+    def stop(self) -> int:
+        """Stop; the table's row count."""
+        self._stop.set()
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the appender did not stop"
+        assert not self.errors, self.errors
+        return START_ROWS + self.commits * STEP
+
+
+def ids_delivered(spark: Any, name: str) -> list[int]:
+    rows = spark.sql(f"select id from {name}").toArrow()
+    spark.catalog.dropTempView(name)
+    return sorted(rows.column("id").to_pylist())
+
+
+def test_default_start_while_a_writer_appends(
+    spark: Any, tmp_path: Any, stop_queries: None
+) -> None:
+    """Processing-time triggers, default start, a commit every 30 ms while the query starts
+    and runs its first batches: the snapshot at the start and every later commit arrive,
+    each row once (Spark asks initialOffset twice as the query starts)."""
+    path = str(tmp_path / "t")
+    create_table(path, SOURCE_SCHEMA).append(source_rows(0, START_ROWS))
+    appender = Appender(path).start()
+    name = memory_name()
+    q = (
+        spark.readStream.format("carbonlite")
+        .load(path)
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait_until(lambda: len(data_batches(q)) >= 3 or not q.isActive, what="three batches")
+    finally:
+        total = appender.stop()
+    q.processAllAvailable()
+    q.stop()
+    assert q.exception() is None
+    assert ids_delivered(spark, name) == list(range(total))
+
+
+@pytest.mark.parametrize("feed", [False, True], ids=["rows", "changes"])
+def test_default_start_available_now_while_a_writer_appends(
+    spark: Any, tmp_path: Any, feed: bool, stop_queries: None
+) -> None:
+    """availableNow, default start, a commit every 30 ms until the query ends: it delivers
+    the table as it was when it started (at least) and the commits after that it took, each
+    row once: the rows of one version."""
+    path = str(tmp_path / "t")
+    create_table(path, SOURCE_SCHEMA).append(source_rows(0, START_ROWS))
+    appender = Appender(path).start()
+    name = memory_name()
+    before = START_ROWS + appender.commits * STEP
+    q = (
+        spark.readStream.format("carbonlite")
+        .option("readChangeFeed", str(feed).lower())
+        .load(path)
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        finish(q)
+    finally:
+        appender.stop()
+    ids = ids_delivered(spark, name)
+    assert len(ids) >= before, f"{len(ids)} rows delivered, the table had {before} at the start"
+    assert ids == list(range(len(ids))), "not the rows of one version, each once"
+
+
+def test_restart_replaying_batch_zero_reads_its_rows_again(
+    spark: Any, tmp_path: Any, stop_queries: None
+) -> None:
+    """A query restarted after batch 0 was planned (offsets/0) but not committed replays it:
+    Spark pairs a new reader's initialOffset with the end in the checkpoint. The table moved
+    in between; batch 0 still reads the snapshot the query started from."""
+    path, out, ck = str(tmp_path / "t"), tmp_path / "batches", tmp_path / "ck"
+    t = create_table(path, SOURCE_SCHEMA)
+    t.append(source_rows(0, 100))
+    t.append(source_rows(100, 30))
+    out.mkdir()
+
+    def save(df: Any, batch_id: int) -> None:
+        ids = sorted(r.id for r in df.select("id").collect())
+        (out / f"{batch_id}.json").write_text(json.dumps(ids))
+
+    def run() -> Any:
+        return finish(
+            spark.readStream.format("carbonlite")
+            .load(path)
+            .writeStream.foreachBatch(save)
+            .option("checkpointLocation", str(ck))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    run()
+    assert json.loads((out / "0.json").read_text()) == list(range(130))
+    for name in ("commits", "offsets"):  # as if the driver died right after offsets/0
+        for f in (ck / name).iterdir():
+            if (name, f.name) != ("offsets", "0"):
+                f.unlink()
+    (out / "0.json").unlink()
+    t.append(source_rows(130, 20))
+    run()
+    assert json.loads((out / "0.json").read_text()) == list(range(130)), "batch 0 replayed"
+    assert json.loads((out / "1.json").read_text()) == list(range(130, 150))
+
+
+def test_checkpoint_of_a_recreated_table_is_refused(
+    spark: Any, tmp_path: Any, stop_queries: None
+) -> None:
+    """The table was deleted and re-created at the same path between two runs of a query:
+    the checkpoint's offsets belong to the old table, and the query fails naming both ids and
+    the way out, instead of delivering nothing."""
+    path, ck = str(tmp_path / "t"), str(tmp_path / "ck")
+    old = create_table(path, SOURCE_SCHEMA)
+    old.append(source_rows(0, 20))
+
+    def run() -> Any:
+        return finish(
+            spark.readStream.format("carbonlite")
+            .load(path)
+            .writeStream.format("noop")
+            .option("checkpointLocation", ck)
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    run()
+    shutil.rmtree(path)
+    new = create_table(path, SOURCE_SCHEMA)
+    new.append(source_rows(0, 50))
+    with pytest.raises(StreamingQueryException) as info:
+        run()
+    message = str(info.value)
+    assert "TableIdMismatchError" in message
+    assert old.table_id in message and new.table_id in message
+    assert "new checkpointLocation" in message
