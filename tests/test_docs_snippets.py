@@ -156,6 +156,7 @@ SPARK_SNIPPETS = [s for page in PAGES for s in snippets(page) if s.skip is None 
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # each starts a Spark of its own (30-60 s on 2 cores): the slow tier
 @pytest.mark.parametrize("snippet", SPARK_SNIPPETS, ids=lambda s: s.name)
 def test_spark_snippet_runs(snippet: Snippet, tmp_path: Path) -> None:
     work = tmp_path / "work"
