@@ -1,0 +1,281 @@
+"""Opening a table past its checkpoint: the worst case beside the best case (issue 24, item 4).
+
+    python benchmarks/bench_open.py [--quick] [--sizes 1000,100000,1000000]
+        [--patterns 1000,10,1] [--max-versions 200] [--workdir DIR] [--rebuild] [--output PATH]
+
+For each size (tables of 1k, 100k and 1M blocklets of 10 rows, built like ``bench_scale.py``:
+appends of 10,000 rows, so 1,000 blocklets per version), the *best case* is the table standing
+right at a checkpoint (the build's last version, checkpointed by the build when its commit did
+not write one). The *worst case* is the most the checkpoint policy lets a reader replay past a
+checkpoint: from the checkpointed table, versions of ``P`` blocklets each are appended (``P``
+in ``--patterns``: 1,000 blocklets per version as in the issue, 10, and 1 for small streaming
+commits) until a commit writes the next checkpoint; that last commit is then taken back (its
+version file, checkpoint document and manifests deleted, the pointer set back), so the table
+stands at the last version before a checkpoint is due. With no checkpoint within
+``--max-versions`` versions the table is measured where it stands (and the row says so).
+After each measurement the table is put back exactly as built (log, manifests, data files).
+
+Each table is opened in a fresh child process: ``open_table(path)`` five times, every one a
+new ``Table`` (median and first), then the child's peak RSS beyond a child that only imports
+carbonlite (``VmHWM``) and the peak of Python allocations during one more open
+(``tracemalloc``). Reported beside the times: the versions and blocklet entries the open
+replayed past its checkpoint. Target: the worst case at most 3x the best case at every size.
+
+Results: markdown on stdout, JSON in ``benchmarks/results/open.json`` (``open-quick.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_scale import APPEND_ROWS, BLOCKLET_ROWS, SCHEMA, rows
+from report import progress, run_facts, yes_no
+
+import carbonlite as cl
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = 3.0
+"""The worst case may take at most this many times the best case."""
+
+
+def _log_dir(path: Path) -> Path:
+    return path / "_carbonlite" / "log"
+
+
+def _has_checkpoint(path: Path, version: int) -> bool:
+    return (_log_dir(path) / f"{version:020d}.checkpoint.json").exists()
+
+
+def _files(path: Path, under: str) -> dict[str, int]:
+    base = path / under
+    if not base.exists():
+        return {}
+    return {str(p.relative_to(path)): p.stat().st_size for p in base.rglob("*") if p.is_file()}
+
+
+# --- the table as built, and putting it back -----------------------------------------------------
+
+
+def build(path: Path, blocklets: int, rebuild: bool) -> dict[str, Any]:
+    """A table of ``blocklets`` blocklets standing at a checkpoint (cached in ``path``)."""
+    marker = path / "_built.json"
+    if marker.exists() and not rebuild:
+        built: dict[str, Any] = json.loads(marker.read_text())
+        if built["blocklets"] == blocklets:
+            restore(path, built)
+            return built
+    shutil.rmtree(path, ignore_errors=True)
+    start = time.perf_counter()
+    t = cl.create_table(path, SCHEMA, properties={"blocklet_max_rows": str(BLOCKLET_ROWS)})
+    total = blocklets * BLOCKLET_ROWS
+    for first in range(0, total, APPEND_ROWS):
+        t.append(rows(first, min(APPEND_ROWS, total - first)))
+        if first // APPEND_ROWS % 100 == 99:
+            progress(f"  built {first + APPEND_ROWS:,} rows of {total:,}")
+    if not _has_checkpoint(path, t.version):
+        t.log.write_checkpoint(t.snapshot())
+    built = {
+        "blocklets": blocklets,
+        "version": t.version,
+        "rows": total,
+        "build_s": time.perf_counter() - start,
+        "data": _files(path, "segments"),
+        "meta": _files(path, "_carbonlite"),
+    }
+    marker.write_text(json.dumps(built))
+    return built
+
+
+def restore(path: Path, built: dict[str, Any]) -> None:
+    """Put the table back exactly as built: later versions, checkpoints, manifests and data
+    files (or bytes appended to the build's files) deleted, the pointer at the build's."""
+    for under, kept in (("segments", built["data"]), ("_carbonlite", built["meta"])):
+        for rel, size in _files(path, under).items():
+            if rel not in kept:
+                (path / rel).unlink()
+            elif size != kept[rel]:
+                with open(path / rel, "r+b") as f:
+                    f.truncate(kept[rel])
+    pointer = path / "_carbonlite" / "_last_checkpoint"
+    pointer.write_text(json.dumps({"version": built["version"]}))
+    for d in sorted((path / "segments").rglob("*"), reverse=True):
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+
+
+def take_back(path: Path, version: int, checkpoint: int) -> None:
+    """Take back the commit of ``version`` (which wrote a checkpoint): its version file, its
+    checkpoint document, and the pointer back to ``checkpoint``. Manifests its checkpoint
+    wrote stay (nothing lists them; opening never reads a manifest)."""
+    (_log_dir(path) / f"{version:020d}.json").unlink()
+    (_log_dir(path) / f"{version:020d}.checkpoint.json").unlink()
+    (path / "_carbonlite" / "_last_checkpoint").write_text(json.dumps({"version": checkpoint}))
+
+
+def worst_case(path: Path, built: dict[str, Any], per_version: int, max_versions: int) -> int:
+    """Append versions of ``per_version`` blocklets until one writes a checkpoint, then take
+    that one back; the number of versions the table now stands past its checkpoint."""
+    t = cl.open_table(path)
+    first = built["rows"]
+    for n in range(1, max_versions + 1):
+        t.append(rows(first, per_version * BLOCKLET_ROWS))
+        first += per_version * BLOCKLET_ROWS
+        if _has_checkpoint(path, t.version):
+            take_back(path, t.version, built["version"])
+            return n - 1
+    return max_versions
+
+
+# --- measuring in a child process ----------------------------------------------------------------
+
+_CHILD = """
+import json, resource, statistics, sys, time, tracemalloc
+import carbonlite as cl
+path, mode = sys.argv[1], sys.argv[2]
+
+
+def peak_rss():
+    # VmHWM: this process's own peak (ru_maxrss can carry the parent's over exec)
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+out = {}
+if mode == "open":
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        t = cl.open_table(path)
+        times.append(time.perf_counter() - start)
+    out["times"] = times
+    out["peak"] = peak_rss()
+    snapshot = t.snapshot()
+    out["version"] = t.version
+    out["checkpoint"] = t.log.last_checkpoint()
+    out["entries"] = sum(len(f.tail) for s in snapshot.segments.values() for f in s.files.values())
+    del t, snapshot
+    tracemalloc.start()
+    cl.open_table(path)
+    out["traced_peak"] = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+else:
+    out["peak"] = peak_rss()
+print(json.dumps(out))
+"""
+
+
+def child(path: Path, mode: str) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), mode],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(path: Path, import_peak: int) -> dict[str, Any]:
+    r = child(path, "open")
+    return {
+        "median_s": statistics.median(r["times"]),
+        "first_s": r["times"][0],
+        "times_s": r["times"],
+        "peak_over_import_bytes": r["peak"] - import_peak,
+        "traced_peak_bytes": r["traced_peak"],
+        "version": r["version"],
+        "checkpoint": r["checkpoint"],
+        "versions_replayed": r["version"] - (r["checkpoint"] or 0),
+        "entries_replayed": r["entries"],
+    }
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def _row(size: int, case: str, r: dict[str, Any], best: dict[str, Any]) -> str:
+    ratio = r["median_s"] / best["median_s"]
+    r["ratio"] = ratio
+    verdict = "" if r is best else yes_no(ratio <= TARGET)
+    return (
+        f"| {size:,} | {case} | {r['versions_replayed']} | {r['entries_replayed']:,} | "
+        f"{r['median_s'] * 1000:.2f} ms | {r['first_s'] * 1000:.2f} ms | {ratio:.1f}x | "
+        f"{r['peak_over_import_bytes'] / 1e6:.0f} MB | {r['traced_peak_bytes'] / 1e6:.1f} MB | "
+        f"{verdict} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sizes", default=None, help="blocklet counts, comma-separated")
+    parser.add_argument("--patterns", default="1000,10,1", help="blocklets per version")
+    parser.add_argument("--max-versions", type=int, default=200)
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-open")
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args()
+    sizes = (
+        [int(s) for s in args.sizes.split(",")]
+        if args.sizes
+        else ([1_000, 10_000] if args.quick else [1_000, 100_000, 1_000_000])
+    )
+    patterns = [int(p) for p in args.patterns.split(",")]
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {**run_facts(), "load_start": os.getloadavg()[0], "sizes": {}}
+    import_peak = child(args.workdir, "baseline")["peak"]
+    lines = []
+    for size in sizes:
+        path = args.workdir / f"t{size}"
+        progress(f"building {size:,} blocklets")
+        built = build(path, size, args.rebuild)
+        progress(f"best case: {size:,} blocklets at checkpoint {built['version']}")
+        best = measure(path, import_peak)
+        entry: dict[str, Any] = {"build_s": built["build_s"], "best": best, "worst": {}}
+        lines.append(_row(size, "at the checkpoint", best, best))
+        for per_version in patterns:
+            progress(f"worst case: {size:,} blocklets, {per_version:,} blocklets per version")
+            past = worst_case(path, built, per_version, args.max_versions)
+            r = measure(path, import_peak)
+            r["per_version"] = per_version
+            r["capped"] = past >= args.max_versions
+            entry["worst"][str(per_version)] = r
+            capped = f", no checkpoint in {past}" if r["capped"] else ""
+            lines.append(_row(size, f"{per_version:,} per version{capped}", r, best))
+            restore(path, built)
+        results["sizes"][str(size)] = entry
+    results["load_end"] = os.getloadavg()[0]
+    print(
+        "| blocklets | table stands | versions replayed | entries replayed | median open | "
+        f"first open | x of best | peak RSS beyond import | traced peak | <= {TARGET:g}x |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|:--:|")
+    print("\n".join(lines))
+    out = args.output or Path(__file__).parent / "results" / (
+        "open-quick.json" if args.quick else "open.json"
+    )
+    out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
