@@ -35,6 +35,7 @@ from carbonlite.metadata.checkpoint import (
     encode_checkpoint,
     encode_legacy_checkpoint,
 )
+from carbonlite.metadata.checkpoint_policy import checkpoint_due
 from carbonlite.metadata.manifest import MANIFEST_DIR, ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.manifest_plan import MAX_COMMIT_MERGE_ENTRIES, plan_manifests
 from carbonlite.metadata.serde import decode_actions, encode_actions
@@ -334,9 +335,9 @@ class Log:
     def _at_checkpoint(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot``, or the same state read from its version's checkpoint when another
         writer wrote one: its entries then lie in that checkpoint's manifests, so a
-        long-lived reader or writer holds (and would checkpoint) only entries committed since."""
-        interval = TableProperties(snapshot.properties).checkpoint_interval
-        if snapshot.version % interval or not any(
+        long-lived reader or writer holds (and would checkpoint) only entries committed since.
+        The snapshot's own count says where a writer wrote one (``checkpoint_policy.py``)."""
+        if not checkpoint_due(snapshot) or not any(
             f.has_tail for s in snapshot.segments.values() for f in s.files.values()
         ):
             return snapshot
