@@ -201,6 +201,56 @@ def test_a_writer_losing_races_rebases_on_the_winners_checkpoints(tmp_path: Path
     assert cl.open_table(t.path).count_rows() == 110
 
 
+@pytest.fixture
+def long_log(tmp_path: Path) -> cl.Table:
+    """Interval 10 and a bound met every 3 appends of 10 entries: checkpoints at 3, 6, 9, 10,
+    13, 16, 19, 20, ..., 33 (43 versions)."""
+    t = new_table(tmp_path / "t", checkpoint_interval="10", checkpoint_max_entries="50")
+    for i in range(43):
+        t.append(rows(10 * i, 10))
+    assert checkpoints(t) == [3, 6, 9, 10, 13, 16, 19, 20, 23, 26, 29, 30, 33, 36, 39, 40, 43]
+    return t
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        15,  # far behind the latest: the checkpoint at 20 lists 13
+        27,  # the checkpoint at 30 lists 23 and 26
+        34,  # within two intervals of the latest: its own list has 33
+        36,  # a checkpointed version itself
+    ],
+)
+def test_time_travel_starts_from_the_checkpoint_just_below_without_listing(
+    long_log: cl.Table, calls: StorageCalls, version: int
+) -> None:
+    t = long_log
+    expected = snapshot_state(t.snapshot(version))
+    below = max(c for c in checkpoints(t) if c <= version)
+    for v in range(1, below + 1):  # nothing before that checkpoint can help any more
+        (Path(t.log.version_path(v))).unlink()
+    t = cl.open_table(t.path)
+    calls.clear()
+    got = t.snapshot(version)
+    assert snapshot_state(got) == expected
+    assert calls.lists == []
+    assert calls.checkpoints_read()[-1] == below
+    assert calls.versions_read() == list(range(below + 1, version + 1))
+
+
+def test_time_travel_still_works_when_a_checkpoint_is_missing(
+    long_log: cl.Table, calls: StorageCalls
+) -> None:
+    t = long_log
+    expected = snapshot_state(t.snapshot(15))
+    for part in t.log.checkpoint_files(13):
+        Path(part).unlink(missing_ok=True)
+    calls.clear()
+    assert snapshot_state(cl.open_table(t.path).snapshot(15)) == expected
+    assert calls.lists == []
+    assert 10 in calls.checkpoints_read()  # the multiple below: replayed from there
+
+
 # --- the count is the same on every path (hypothesis, no storage) -------------------------------
 
 _INFO = CommitInfo("APPEND", 1, True)
