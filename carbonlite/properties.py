@@ -156,7 +156,7 @@ PROPERTIES: dict[str, PropertySpec] = {
         "100", _positive_int, "write a checkpoint every N versions"
     ),
     "checkpoint_max_entries": PropertySpec(
-        "48",
+        "32",
         _positive_int,
         "write a checkpoint once the versions since the last one hold this many log entries",
     ),
