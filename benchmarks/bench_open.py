@@ -1,16 +1,17 @@
 """Opening a table past its checkpoint: the worst case beside the best case (issue 24, item 4).
 
     python benchmarks/bench_open.py [--quick] [--sizes 1000,100000,1000000]
-        [--patterns 1000,40,10,1] [--max-versions 200] [--workdir DIR] [--rebuild] [--output PATH]
+        [--patterns 1000,40,25,10,1] [--max-versions 200] [--skip-open] [--skip-appends]
+        [--workdir DIR] [--rebuild] [--output PATH]
 
 For each size (tables of 1k, 100k and 1M blocklets of 10 rows, built like ``bench_scale.py``:
 appends of 10,000 rows, so 1,000 blocklets per version), the *best case* is the table standing
 right at a checkpoint (the build's last version, checkpointed by the build when its commit did
 not write one). The *worst case* is the most the checkpoint policy lets a reader replay past a
 checkpoint: from the checkpointed table, versions of ``P`` blocklets each are appended (``P``
-in ``--patterns``: 1,000 blocklets per version as in the issue; 40, just under what makes one
-version due a checkpoint by itself at the default ``checkpoint_max_entries``; 10; and 1 for
-small streaming commits) until a commit writes the next checkpoint; that last commit is then
+in ``--patterns``: 1,000 blocklets per version as in the issue; 40; 25, just under what makes
+one version due a checkpoint by itself at the default ``checkpoint_max_entries``; 10; and 1
+for small streaming commits) until a commit writes the next checkpoint; that last commit is then
 taken back (its version file and checkpoint document deleted, the pointer set back), so the
 table stands at the last version before a checkpoint is due. With no checkpoint within
 ``--max-versions`` versions the table is measured where it stands (and the row says so).
@@ -27,6 +28,11 @@ that led there (checkpoints they wrote included). The best case is measured befo
 each worst case (the machine is shared: load drifts), and each worst case is compared with
 the mean of the two measurements around it; its row shows the median of them all. Target:
 the worst case at most 3x the best case at every size, by both measures.
+
+What the checkpoints cost writers: appends of ``P`` blocklets (each of ``--patterns``) into
+two tables that start as the 1k one, interleaved call by call: one with the default policy,
+one checkpointed by versions only (``checkpoint_max_entries`` out of reach: what earlier
+releases did); the mean append time of each, their ratio, and the checkpoints each wrote.
 
 Results: markdown on stdout, JSON in ``benchmarks/results/open.json`` (``open-quick.json``).
 """
@@ -254,12 +260,52 @@ def _around(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# --- what checkpoints cost writers ----------------------------------------------------------------
+
+VERSIONS_ONLY = {"checkpoint_max_entries": str(10**12)}
+"""Properties that checkpoint by versions only, as releases before the entries bound did."""
+
+
+def append_cost(workdir: Path, per_version: int) -> dict[str, Any]:
+    """Mean append time of ``per_version`` blocklets with the default policy and by versions
+    only, appends interleaved call by call, from two tables that start as the 1k one."""
+    appends = max(10, min(200, 2000 // per_version))
+    tables = {}
+    for name, props in (("default", {}), ("versions_only", VERSIONS_ONLY)):
+        path = workdir / f"appends-{name}"
+        shutil.rmtree(path, ignore_errors=True)
+        properties = {"blocklet_max_rows": str(BLOCKLET_ROWS), **props}
+        tables[name] = cl.create_table(path, SCHEMA, properties=properties)
+        tables[name].append(rows(0, APPEND_ROWS))
+    times: dict[str, list[float]] = {name: [] for name in tables}
+    first = APPEND_ROWS
+    for _ in range(appends):
+        batch = rows(first, per_version * BLOCKLET_ROWS)
+        first += per_version * BLOCKLET_ROWS
+        for name, t in tables.items():
+            start = time.perf_counter()
+            t.append(batch)
+            times[name].append(time.perf_counter() - start)
+    out: dict[str, Any] = {"per_version": per_version, "appends": appends}
+    for name, t in tables.items():
+        out[name] = {
+            "mean_s": statistics.mean(times[name]),
+            "median_s": statistics.median(times[name]),
+            "checkpoints": len(t.log.listing().checkpoints),
+        }
+        shutil.rmtree(workdir / f"appends-{name}", ignore_errors=True)
+    out["ratio"] = out["default"]["mean_s"] / out["versions_only"]["mean_s"]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sizes", default=None, help="blocklet counts, comma-separated")
-    parser.add_argument("--patterns", default="1000,40,10,1", help="blocklets per version")
+    parser.add_argument("--patterns", default="1000,40,25,10,1", help="blocklets per version")
     parser.add_argument("--max-versions", type=int, default=200)
+    parser.add_argument("--skip-open", action="store_true")
+    parser.add_argument("--skip-appends", action="store_true")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-open")
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--output", type=Path, default=None)
@@ -274,7 +320,7 @@ def main() -> None:
     results: dict[str, Any] = {**run_facts(), "load_start": os.getloadavg()[0], "sizes": {}}
     import_peak = child(args.workdir, "baseline")["peak"]
     lines = []
-    for size in sizes:
+    for size in [] if args.skip_open else sizes:
         path = args.workdir / f"t{size}"
         progress(f"building {size:,} blocklets")
         built = build(path, size, args.rebuild)
@@ -305,14 +351,33 @@ def main() -> None:
         entry["best"] = best
         lines += [_row(size, "at the checkpoint", best, best), *rows_out]
         results["sizes"][str(size)] = entry
+    if lines:
+        print(
+            "| blocklets | table stands | versions replayed | entries replayed | open, repeated "
+            "(x of best) | open, first in a process (x of best) | peak RSS beyond import | "
+            f"traced peak | mean append to get there | both <= {TARGET:g}x |"
+        )
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|:--:|")
+        print("\n".join(lines))
+    if not args.skip_appends:
+        costs = []
+        for per_version in patterns:
+            progress(f"append cost: {per_version:,} blocklets per version")
+            costs.append(append_cost(args.workdir, per_version))
+        results["appends"] = costs
+        print(
+            "\n| blocklets per append | appends | mean append, default policy | by versions "
+            "only | ratio | checkpoints written (default / by versions) |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|")
+        for c in costs:
+            d, v = c["default"], c["versions_only"]
+            print(
+                f"| {c['per_version']:,} | {c['appends']} | {d['mean_s'] * 1000:.2f} ms | "
+                f"{v['mean_s'] * 1000:.2f} ms | {c['ratio']:.2f}x | "
+                f"{d['checkpoints']} / {v['checkpoints']} |"
+            )
     results["load_end"] = os.getloadavg()[0]
-    print(
-        "| blocklets | table stands | versions replayed | entries replayed | open, repeated "
-        "(x of best) | open, first in a process (x of best) | peak RSS beyond import | "
-        f"traced peak | mean append to get there | both <= {TARGET:g}x |"
-    )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|:--:|")
-    print("\n".join(lines))
     out = args.output or Path(__file__).parent / "results" / (
         "open-quick.json" if args.quick else "open.json"
     )
