@@ -155,6 +155,11 @@ PROPERTIES: dict[str, PropertySpec] = {
     "checkpoint_interval": PropertySpec(
         "100", _positive_int, "write a checkpoint every N versions"
     ),
+    "checkpoint_max_entries": PropertySpec(
+        "32",
+        _positive_int,
+        "write a checkpoint once the versions since the last one hold this many log entries",
+    ),
     "compaction_level_threshold": PropertySpec(
         "4,3", _levels, "minor compaction: merge every N segments of a level into the next level"
     ),
@@ -250,6 +255,10 @@ class TableProperties:
     @property
     def checkpoint_interval(self) -> int:
         return int(self._get("checkpoint_interval"))
+
+    @property
+    def checkpoint_max_entries(self) -> int:
+        return int(self._get("checkpoint_max_entries"))
 
     @property
     def compaction_level_threshold(self) -> tuple[int, ...]:

@@ -41,8 +41,11 @@ from tests.support.tables import EVENTS, events, rows
 
 
 def make_table(path: Path) -> cl.Table:
-    """Two appends into the STREAMING segment, one finished segment: versions 0..4."""
-    t = cl.create_table(path, EVENTS, properties={"blocklet_max_rows": "10"})
+    """Two appends into the STREAMING segment, one finished segment: versions 0..4, with no
+    checkpoint (a test writes its own)."""
+    t = cl.create_table(
+        path, EVENTS, properties={"blocklet_max_rows": "10", "checkpoint_max_entries": "100000"}
+    )
     t.append(events(0, 12))
     t.finish_streaming()
     t.append(events(12, 7))

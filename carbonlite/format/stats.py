@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "compute_column_stats",
     "decode_stat",
     "encode_stat",
+    "stat_decoder",
     "stat_from_json",
     "stat_to_json",
     "truncate_lower",
@@ -213,11 +215,20 @@ def stat_from_json(value: Any, t: pa.DataType) -> Any:
     """Inverse of :func:`stat_to_json`."""
     if value is None:
         return None
+    decode = stat_decoder(t)
+    return value if decode is None else decode(value)
+
+
+_JSON_DECODERS: dict[StatKind, Callable[[Any], Any]] = {
+    "binary": base64.b64decode,
+    "decimal": Decimal,
+    "float": float,  # also "Infinity" and "-Infinity"
+}
+
+
+def stat_decoder(t: pa.DataType) -> Callable[[Any], Any] | None:
+    """What :func:`stat_from_json` applies to a non-null bound of a column of type ``t``
+    (None: the JSON value is the bound as it is). Decoders of many bounds look it up once per
+    column, not once per value."""
     kind = stat_kind(t)
-    if kind == "binary":
-        return base64.b64decode(value)
-    if kind == "decimal":
-        return Decimal(value)
-    if kind == "float":
-        return float(value)
-    return value
+    return None if kind is None else _JSON_DECODERS.get(kind)

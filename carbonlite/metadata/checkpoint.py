@@ -138,6 +138,14 @@ def _ref_from_json(obj: Mapping[str, Any], types: Mapping[str, Any], where: str)
     )
 
 
+def _policy_count(snapshot: Snapshot) -> dict[str, Any]:
+    """The checkpoint policy's count at the snapshot (``checkpoint_policy.py``)."""
+    return {
+        "replay_entries": snapshot.replay_entries,
+        "recent_checkpoints": list(snapshot.recent_checkpoints),
+    }
+
+
 def _header(snapshot: Snapshot) -> dict[str, Any]:
     return {
         "metadata": metadata_to_json(snapshot.metadata),
@@ -158,7 +166,11 @@ def encode_checkpoint(snapshot: Snapshot, refs: tuple[ManifestRef, ...]) -> byte
     """The format 3 document of ``snapshot`` whose entries all lie in ``refs``."""
     types = {f.name: f.type for f in snapshot.schema}
     doc = {
-        "checkpoint": {"version": snapshot.version, "timestamp": snapshot.timestamp},
+        "checkpoint": {
+            "version": snapshot.version,
+            "timestamp": snapshot.timestamp,
+            **_policy_count(snapshot),
+        },
         **_header(snapshot),
         "manifests": [_ref_to_json(r, types) for r in refs],
         "segments": [
@@ -190,6 +202,7 @@ def encode_legacy_checkpoint(snapshot: Snapshot, index_name: str) -> tuple[bytes
             "timestamp": snapshot.timestamp,
             "blocklet_index": index_name,
             "blocklet_index_crc32c": crc32c(index),
+            **_policy_count(snapshot),  # older readers ignore it
         },
         **header,
         "segments": segments,
@@ -299,6 +312,10 @@ def decode_checkpoint(
             manifests=manifests,
             next_segment=next_segment,
             commit_id=str(doc.get("commit_id", "")),
+            # absent in checkpoints of older writers: those stand at a multiple of the
+            # interval (due whatever the count), except upgrade's and clean's
+            replay_entries=int(header.get("replay_entries", 0)),
+            recent_checkpoints=tuple(int(v) for v in header.get("recent_checkpoints", ())),
         )
         if legacy:  # format 1/2 kept cleaned segments: forget them as replay now does
             for sid, seg in list(snapshot.segments.items()):

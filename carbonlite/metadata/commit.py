@@ -23,6 +23,7 @@ from typing import Protocol
 
 from carbonlite.errors import CommitConflictError, CommitStateUnknownError
 from carbonlite.metadata.actions import Action, CommitInfo
+from carbonlite.metadata.checkpoint_policy import checkpoint_due
 from carbonlite.metadata.log import Log
 from carbonlite.metadata.requirements import (
     Requirement,
@@ -31,7 +32,6 @@ from carbonlite.metadata.requirements import (
     check_requirements,
 )
 from carbonlite.metadata.snapshot import Snapshot
-from carbonlite.properties import TableProperties
 from carbonlite.seams import reach
 
 __all__ = [
@@ -60,8 +60,10 @@ class PendingCommit(Protocol):
 
 
 def _maybe_checkpoint(log: Log, snapshot: Snapshot) -> Snapshot:
-    """``snapshot``, rebased on a checkpoint written now when its version is due one."""
-    if snapshot.version % TableProperties(snapshot.properties).checkpoint_interval:
+    """``snapshot``, rebased on a checkpoint written now when its version is due one
+    (``checkpoint_policy.py``: every ``checkpoint_interval`` versions, or sooner once the
+    versions since the last one hold ``checkpoint_max_entries`` log entries)."""
+    if not checkpoint_due(snapshot):
         return snapshot
     try:
         return log.write_checkpoint(snapshot)

@@ -37,6 +37,7 @@ from carbonlite.metadata.checkpoint import (
     encode_checkpoint,
     encode_legacy_checkpoint,
 )
+from carbonlite.metadata.checkpoint_policy import RECENT_INTERVALS, checkpoint_due
 from carbonlite.metadata.manifest import MANIFEST_DIR, ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.manifest_plan import MAX_COMMIT_MERGE_ENTRIES, plan_manifests
 from carbonlite.metadata.serde import decode_actions, decode_commit_info, encode_actions
@@ -402,9 +403,9 @@ class Log:
     def _at_checkpoint(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot``, or the same state read from its version's checkpoint when another
         writer wrote one: its entries then lie in that checkpoint's manifests, so a
-        long-lived reader or writer holds (and would checkpoint) only entries committed since."""
-        interval = TableProperties(snapshot.properties).checkpoint_interval
-        if snapshot.version % interval or not any(
+        long-lived reader or writer holds (and would checkpoint) only entries committed since.
+        The snapshot's own count says where a writer wrote one (``checkpoint_policy.py``)."""
+        if not checkpoint_due(snapshot) or not any(
             f.has_tail for s in snapshot.segments.values() for f in s.files.values()
         ):
             return snapshot
@@ -458,7 +459,7 @@ class Log:
 
     def load_version(self, version: int, latest: Snapshot | None = None) -> Snapshot:
         """The snapshot at ``version`` (time travel): from the newest checkpoint at or before
-        it, found by probing the checkpoint interval's multiples (no listing), then forward."""
+        it, found without listing (:meth:`_checkpoint_before`), then forward."""
         if version < 0:
             raise VersionNotFoundError(f"versions start at 0, got {version}")
         if latest is not None and version == latest.version:
@@ -486,14 +487,19 @@ class Log:
         return snapshot
 
     _PROBES = 4
-    """Checkpoints probed below a version before time travel falls back to a listing."""
+    """Checkpoints probed below a version, of each kind, before time travel falls back to
+    version 0 or a listing."""
 
     def _checkpoint_before(self, version: int, latest: Snapshot | None) -> Snapshot | None:
-        """The newest readable checkpoint at or before ``version`` among the pointer and the
-        few multiples of the checkpoint interval just below it (None if none of them is)."""
+        """The newest readable checkpoint at or before ``version`` among the pointer's, the
+        versions due one by entries just below it, and the few multiples of the checkpoint
+        interval below it (None if none of them is). Where checkpoints were due by entries is
+        in ``recent_checkpoints``: of ``latest`` for versions of its last two intervals, else
+        of the checkpoint at the first multiple of the interval after ``version``."""
         props = latest.properties if latest is not None else {}
         interval = TableProperties(props).checkpoint_interval
-        candidates = [version - version % interval - k * interval for k in range(self._PROBES)]
+        multiples = [version - version % interval - k * interval for k in range(self._PROBES)]
+        candidates = [*multiples, *self._due_by_entries(version, interval, latest)]
         pointer = self.last_checkpoint()
         if pointer is not None and pointer <= version:
             candidates.append(pointer)
@@ -502,6 +508,25 @@ class Log:
             if checkpoint is not None:
                 return checkpoint
         return None
+
+    def _due_by_entries(self, version: int, interval: int, latest: Snapshot | None) -> list[int]:
+        """The newest few versions at or before ``version`` and after the multiple of the
+        interval below it at which a checkpoint was due by entries. ``latest`` lists them when
+        it is at most two intervals past that multiple; else the checkpoint of either of the
+        next two multiples does (one or two checkpoint documents read)."""
+        floor = version - version % interval
+        recent: tuple[int, ...] = ()
+        if latest is not None and latest.version - RECENT_INTERVALS * interval <= floor:
+            recent = latest.recent_checkpoints
+        else:
+            for after in range(floor + interval, floor + RECENT_INTERVALS * interval + 1, interval):
+                if latest is not None and after > latest.version:
+                    break
+                known = self.try_read_checkpoint(after)
+                if known is not None:
+                    recent = known.recent_checkpoints
+                    break
+        return [v for v in recent if floor < v <= version][-self._PROBES :]
 
     def _listed_start(self, version: int) -> Snapshot:
         """Where to replay ``version`` from when neither a probed checkpoint nor version 0 is

@@ -8,13 +8,13 @@ Decoding blocklet statistics needs the column types, so decoding takes the schem
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
-from carbonlite.format.stats import ColumnStats, stat_from_json, stat_to_json
+from carbonlite.format.stats import ColumnStats, stat_decoder, stat_to_json
 from carbonlite.metadata.actions import (
     DELETION_VECTOR_FORMAT_VERSION,
     LOG_FORMAT_VERSION,
@@ -103,17 +103,45 @@ def stats_to_json(
 def stats_from_json(
     obj: Mapping[str, Any], types: Mapping[str, pa.DataType]
 ) -> dict[str, ColumnStats]:
+    return _stats_from_json(obj, _decoders(types))
+
+
+_Decoders = Mapping[str, Callable[[Any], Any] | None]
+"""Per column the schema knows: what turns a JSON bound into the bound (None: nothing)."""
+
+
+def _decoders(types: Mapping[str, pa.DataType]) -> _Decoders:
+    return {name: stat_decoder(t) for name, t in types.items()}
+
+
+_last_schema: tuple[pa.Schema, _Decoders] | None = None
+
+
+def _schema_decoders(schema: pa.Schema) -> _Decoders:
+    """:func:`_decoders` of ``schema``'s columns, kept for the last schema asked for (replay
+    asks once per version, nearly always with the same schema object)."""
+    global _last_schema
+    last = _last_schema
+    if last is not None and last[0] is schema:
+        return last[1]
+    decoders = _decoders(_types(schema))
+    _last_schema = (schema, decoders)
+    return decoders
+
+
+def _stats_from_json(obj: Mapping[str, Any], decoders: _Decoders) -> dict[str, ColumnStats]:
+    # the hot loop of replaying appends: one pass, no per-value type dispatch
     out = {}
     for name, entry in obj.items():
-        t = types.get(name)
-        if t is None:
+        if name not in decoders:
             continue  # a column this schema does not know carries no usable bounds
-        out[name] = ColumnStats(
-            null_count=entry["nulls"],
-            min=stat_from_json(entry.get("min"), t),
-            max=stat_from_json(entry.get("max"), t),
-            nan_count=entry.get("nans", 0),
-        )
+        low = entry.get("min")
+        high = entry.get("max")
+        decode = decoders[name]
+        if decode is not None:
+            low = None if low is None else decode(low)
+            high = None if high is None else decode(high)
+        out[name] = ColumnStats(entry["nulls"], low, high, entry.get("nans", 0))
     return out
 
 
@@ -126,12 +154,9 @@ def _blocklet_to_json(b: BlockletEntry, types: Mapping[str, pa.DataType]) -> dic
     }
 
 
-def _blocklet_from_json(obj: Mapping[str, Any], types: Mapping[str, pa.DataType]) -> BlockletEntry:
+def _blocklet_from_json(obj: Mapping[str, Any], decoders: _Decoders) -> BlockletEntry:
     return BlockletEntry(
-        offset=obj["offset"],
-        length=obj["length"],
-        num_rows=obj["rows"],
-        stats=stats_from_json(obj.get("stats", {}), types),
+        obj["offset"], obj["length"], obj["rows"], _stats_from_json(obj.get("stats", {}), decoders)
     )
 
 
@@ -278,9 +303,7 @@ def encode_actions(actions: list[Action], schema: pa.Schema) -> bytes:
     return seal(body, 2) + b"\n"
 
 
-def _action_from_json(
-    key: str, body: Mapping[str, Any], types: Mapping[str, pa.DataType]
-) -> Action:
+def _action_from_json(key: str, body: Mapping[str, Any], decoders: _Decoders) -> Action:
     if key == "metaData":
         return metadata_from_json(body)
     if key == "addSegment":
@@ -301,7 +324,7 @@ def _action_from_json(
             file=body["file"],
             start=body["start"],
             end=body["end"],
-            blocklets=tuple(_blocklet_from_json(b, types) for b in body["blocklets"]),
+            blocklets=tuple(_blocklet_from_json(b, decoders) for b in body["blocklets"]),
         )
     if key == "setSegmentStatus":
         return SegmentStatusChanged(
@@ -404,8 +427,8 @@ def decode_actions(
             path=where,
         )
     try:
-        types = _types(schema) if schema is not None else {}
-        actions = [_action_from_json(key, value, types) for key, value in entries]
+        decoders = _schema_decoders(schema) if schema is not None else {}
+        actions = [_action_from_json(key, value, decoders) for key, value in entries]
     except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
         raise CorruptDataError(f"log entry does not parse: {exc!r}", path=where) from None
     if not actions or not isinstance(actions[-1], CommitInfo):

@@ -29,6 +29,7 @@ from carbonlite.metadata.actions import (
     TableMetadata,
     TxnMarker,
 )
+from carbonlite.metadata.checkpoint_policy import replay_progress
 from carbonlite.metadata.pmap import OrderedMap
 from carbonlite.metadata.segment_state import FileState, SegmentState
 from carbonlite.names import check_log_name, check_log_path
@@ -62,6 +63,9 @@ class Snapshot:
         "manifests",
         "metadata",
         "next_segment",
+        "num_files",
+        "recent_checkpoints",
+        "replay_entries",
         "row_change_version",
         "states",
         "table_path",
@@ -85,6 +89,9 @@ class Snapshot:
         row_change_version: int | None = None,
         states: Mapping[str, StateStored] | None = None,
         commit_id: str = "",
+        replay_entries: int = 0,
+        recent_checkpoints: tuple[int, ...] = (),
+        num_files: int | None = None,
     ) -> None:
         self.table_path = table_path
         self.version = version
@@ -119,6 +126,16 @@ class Snapshot:
             else next_segment
         )
         """One more than the largest integer segment id ever added (forgotten ones too)."""
+        self.replay_entries = replay_entries
+        """Log entries of the versions since the last one a checkpoint was due at, this one
+        included (``checkpoint_policy.py``): what the policy counts toward the next one."""
+        self.recent_checkpoints = recent_checkpoints
+        """The versions of the last two checkpoint intervals at which a checkpoint was due by
+        entries (multiples of the interval are not listed): where time travel looks."""
+        self.num_files = (
+            sum(len(s.files) for s in self._segments.values()) if num_files is None else num_files
+        )
+        """Files of every segment the state holds (what a checkpoint document lists)."""
 
     # --- views --------------------------------------------------------------------------------
 
@@ -194,7 +211,12 @@ class Snapshot:
             "manifests": self.manifests,
             "next_segment": self.next_segment,
             "commit_id": self.commit_id,
+            "replay_entries": self.replay_entries,
+            "recent_checkpoints": self.recent_checkpoints,
+            "num_files": self.num_files,
         }
+        if "segments" in changes:
+            fields["num_files"] = None  # counted again from the segments given
         fields.update(changes)
         return Snapshot(**fields)
 
@@ -243,6 +265,9 @@ class Snapshot:
         )
         for action in actions:
             _HANDLERS[type(action)](state, action)
+        num_files = self.num_files + _files_added(self._segments, state.segments, actions)
+        size = len(state.segments) + num_files
+        progress = replay_progress(self, version, actions, state.metadata.properties, size)
         return Snapshot(
             table_path=self.table_path,
             version=version,
@@ -258,7 +283,27 @@ class Snapshot:
             if info is not None and info.data_change and _changes_rows(info, actions)
             else self.row_change_version,
             commit_id=info.commit_id if info is not None else "",
+            replay_entries=progress.replay_entries,
+            recent_checkpoints=progress.recent_checkpoints,
+            num_files=num_files,
         )
+
+
+def _files_added(
+    old: Mapping[str, SegmentState], new: Mapping[str, SegmentState], actions: list[Action]
+) -> int:
+    """How many files the segments ``actions`` touched gained (or, negative, lost)."""
+    touched = {
+        a.segment_id
+        for a in actions
+        if isinstance(a, (SegmentAdded, BlockletsAppended, FilesRemoved))
+    }
+    return sum(_files_of(new, sid) - _files_of(old, sid) for sid in touched)
+
+
+def _files_of(segments: Mapping[str, SegmentState], segment_id: str) -> int:
+    seg = segments.get(segment_id)
+    return 0 if seg is None else len(seg.files)
 
 
 ROW_LEVEL_OPERATIONS = frozenset({"DELETE", "UPDATE", "MERGE", "UPSERT", "RESTORE"})

@@ -320,4 +320,7 @@ def snapshot_state(s: Snapshot) -> tuple[Any, ...]:
         dict(s.txns),
         s.data_version,
         s.next_segment,
+        s.replay_entries,  # the checkpoint policy's count: the same on every path
+        s.recent_checkpoints,
+        s.num_files,  # kept by each apply, counted from a checkpoint's segments
     )

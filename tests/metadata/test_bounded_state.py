@@ -91,7 +91,9 @@ def test_a_checkpoint_only_encodes_what_was_committed_since_the_last(tmp_path: P
     rebases ``b`` on it, so ``b``'s own checkpoint writes a manifest of its interval's entries
     only, and reuses every manifest before it."""
     path = tmp_path / "t"
-    a = cl.create_table(path, SCHEMA, properties={"checkpoint_interval": "5"})
+    a = cl.create_table(
+        path, SCHEMA, properties={"checkpoint_interval": "5", "checkpoint_max_entries": "100000"}
+    )
     b = cl.open_table(path)
     for i in range(5):  # versions 1..5: a checkpoints version 5
         a.append(rows(i * 10, 10))

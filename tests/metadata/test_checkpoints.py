@@ -47,7 +47,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     t = cl.create_table(
         path,
         EVENTS,
-        properties={"checkpoint_interval": str(INTERVAL), "blocklet_max_rows": "2"},
+        properties={
+            "checkpoint_interval": str(INTERVAL),
+            "checkpoint_max_entries": "100000",  # by versions only (test_checkpoint_policy.py)
+            "blocklet_max_rows": "2",
+        },
         writer_id="w",
     )
     for v in range(1, COMMITS + 1):

@@ -280,7 +280,7 @@ def _table_with_versions(place: Place, n: int, **kwargs: Any) -> cl.Table:
 def test_a_missing_version_in_the_middle_is_corrupt(place) -> None:
     """Versions 0-3 and 5-6 present: not a table at version 3, a CorruptDataError naming 4,
     and a Table that had loaded version 3 neither reads past the hole nor commits into it."""
-    table = _table_with_versions(place, 3)
+    table = _table_with_versions(place, 3, properties={"checkpoint_max_entries": "100000"})
     stale = place.open("t")
     for i in range(3, 6):
         table.append(events(i * 10, 10))
@@ -313,7 +313,7 @@ def test_a_missing_version_behind_a_checkpoint_is_corrupt_where_it_is_needed(pla
 def test_a_version_cut_at_a_line_boundary_is_corrupt_not_fewer_actions(place) -> None:
     """The review's case: a handoff version cut after its first lines (its removals gone)
     returned 2,524 rows against 2,036 committed. Now it is refused."""
-    table = _table_with_versions(place, 3)
+    table = _table_with_versions(place, 3, properties={"checkpoint_max_entries": "100000"})
     table.finish_streaming()
     version = table.handoff().versions[0]
     path = log_file(table, version)

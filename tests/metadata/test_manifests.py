@@ -17,7 +17,9 @@ CLASHING = pa.schema(
 
 
 def make(path: Path, commits: int = 6) -> cl.Table:
-    t = cl.create_table(path, CLASHING, properties={"checkpoint_interval": "5"})
+    t = cl.create_table(
+        path, CLASHING, properties={"checkpoint_interval": "5", "checkpoint_max_entries": "100000"}
+    )
     for i in range(commits):
         t.append(
             pa.table(
