@@ -8,7 +8,8 @@ checking the requirements after each: a broken one raises (:class:`CommitConflic
 naming both versions, or :class:`TransactionAlreadyCommitted`); otherwise the actions are
 rebuilt on the new snapshot and the next version is tried, with bounded retries and jittered
 backoff. The rule for writes whose outcome is uncertain lives in ``Log.try_write``, the fork
-guard in ``Log.is_superseded``: both here, for every kind of commit alike.
+guard in ``Log.placement``: both here, for every kind of commit alike. A version this loop
+created is never deleted by it.
 """
 
 from __future__ import annotations
@@ -105,8 +106,9 @@ def commit(
     Every attempt carries the same unique commit id, so a version whose write reported failure
     but landed is recognised as this commit (see :meth:`Log.try_write`); when that cannot be
     told, :class:`CommitStateUnknownError` and nothing is undone. A version that lands where
-    ``clean`` had removed the log (a writer older than the log retention) is withdrawn and the
-    commit is checked and retried on the newest state.
+    ``clean`` had removed the log (a writer older than the log retention: a fork, told by the
+    chain of commit ids) is left for ``clean``, and the commit is checked and retried on the
+    newest state; when the chain cannot tell, :class:`CommitStateUnknownError`.
     """
     if read_version is None:
         read_version = snapshot.version
