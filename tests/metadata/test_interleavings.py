@@ -54,6 +54,20 @@ def fresh_table(properties: dict[str, str] | None = None) -> str:
     return uri
 
 
+def finished_segment(
+    *batches: Sequence[int], properties: dict[str, str] | None = None
+) -> tuple[str, Model]:
+    """A fresh table whose segment holds ``batches`` (one commit each, in the model) and is
+    finished streaming: ready for handoff."""
+    uri, model = fresh_table(properties), Model()
+    setup = cl.open_table(uri, writer_id="setup")
+    for version, ids in enumerate(batches, start=1):
+        setup.append(rows(ids))
+        model.record(Op("setup", added=frozenset(ids), version=version, acknowledged=True))
+    setup.finish_streaming()
+    return uri, model
+
+
 def settle(op: Op, call: Callable[[], Any]) -> None:
     """Run one commit and record what its caller was told."""
     try:
@@ -186,13 +200,7 @@ def stale_writer_and_clean() -> tuple[State, list[Actor]]:
 
 def append_during_handoff() -> tuple[State, list[Actor]]:
     """Ingestion goes on while a handoff rewrites a finished segment and clean runs."""
-    uri = fresh_table({"log_retention": "0s"})
-    model = Model()
-    setup = cl.open_table(uri, writer_id="setup")
-    for v, ids in ((1, [100, 101]), (2, [102])):
-        setup.append(rows(ids))
-        model.record(Op("setup", added=frozenset(ids), version=v, acknowledged=True))
-    setup.finish_streaming()  # version 3
+    uri, model = finished_segment([100, 101], [102], properties={"log_retention": "0s"})
     a, h = cl.open_table(uri, writer_id="a"), cl.open_table(uri, writer_id="h")
     c = cl.open_table(uri, writer_id="c")
     return State(uri, model, cleaned=True), [
@@ -204,12 +212,7 @@ def append_during_handoff() -> tuple[State, list[Actor]]:
 
 def delete_and_appends() -> tuple[State, list[Actor]]:
     """A delete races appends and a compaction of the rows it deletes."""
-    uri = fresh_table()
-    model = Model()
-    setup = cl.open_table(uri, writer_id="setup")
-    setup.append(rows(range(100, 104)))
-    model.record(Op("setup", added=frozenset(range(100, 104)), version=1, acknowledged=True))
-    setup.finish_streaming()
+    uri, model = finished_segment(range(100, 104))
     d, a = cl.open_table(uri, writer_id="d"), cl.open_table(uri, writer_id="a")
     h = cl.open_table(uri, writer_id="h")
     return State(uri, model), [
@@ -246,12 +249,7 @@ def upserts_and_delete() -> tuple[State, list[Actor]]:
 
 def two_handoffs() -> tuple[State, list[Actor]]:
     """Two handoffs of the same finished segment and an append: the segment is handed off once."""
-    uri = fresh_table()
-    model = Model()
-    setup = cl.open_table(uri, writer_id="setup")
-    setup.append(rows([100, 101]))
-    model.record(Op("setup", added=frozenset({100, 101}), version=1, acknowledged=True))
-    setup.finish_streaming()
+    uri, model = finished_segment([100, 101])
     h1, h2, a = (cl.open_table(uri, writer_id=w) for w in ("h1", "h2", "a"))
     return State(uri, model, errors_allowed=(cl.CommitConflictError,)), [
         maintain(model, h1, "h1", lambda t: t.handoff()),
@@ -263,12 +261,7 @@ def two_handoffs() -> tuple[State, list[Actor]]:
 def recover_during_append() -> tuple[State, list[Actor]]:
     """recover (min_age 0) runs while a writer holds written but uncommitted blocklets and a
     handoff holds leased outputs: neither loses what it then commits."""
-    uri = fresh_table()
-    model = Model()
-    setup = cl.open_table(uri, writer_id="setup")
-    setup.append(rows([100]))
-    model.record(Op("setup", added=frozenset({100}), version=1, acknowledged=True))
-    setup.finish_streaming()
+    uri, model = finished_segment([100])
     a, h, r = (cl.open_table(uri, writer_id=w) for w in "ahr")
     return State(uri, model), [
         append(model, a, "a", [0]),
@@ -406,12 +399,7 @@ def lease_expiry(clock: Clock) -> Callable[[], tuple[State, list[Actor]]]:
     lease's term (the heartbeat renews it in real time, every 200 s: not within a schedule)."""
 
     def scenario() -> tuple[State, list[Actor]]:
-        uri = fresh_table()
-        model = Model()
-        setup = cl.open_table(uri, writer_id="setup")
-        setup.append(rows([100, 101]))
-        model.record(Op("setup", added=frozenset({100, 101}), version=1, acknowledged=True))
-        setup.finish_streaming()
+        uri, model = finished_segment([100, 101])
         h, r = cl.open_table(uri, writer_id="h"), cl.open_table(uri, writer_id="r")
 
         def jump() -> None:

@@ -13,7 +13,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 import carbonlite as cl
@@ -21,28 +20,11 @@ from carbonlite.serve import service as service_module
 from carbonlite.serve.records import PutRequest
 from carbonlite.serve.service import FlightService
 from carbonlite.serve.wal import WriteAheadLog
+from tests.serve.test_service import SCHEMA, puts_in, rows
 from tests.support.interleave import Actor, Outcome, explore_all, explore_random
 
-SCHEMA = pa.schema([("producer", pa.string()), ("seq", pa.int64()), ("n", pa.int64())])
 DOOR_SEAMS = ("serve.after_wal", "serve.before_flush_commit")
 COMMIT_SEAMS = (*DOOR_SEAMS, "commit.before_put", "commit.after_put")
-
-
-def rows(producer: str, seq: int, count: int = 3) -> pa.Table:
-    return pa.table(
-        {"producer": [producer] * count, "seq": [seq] * count, "n": list(range(count))},
-        schema=SCHEMA,
-    )
-
-
-def puts_in(table: pa.Table) -> dict[tuple[str, int], int]:
-    """Rows per (producer, sequence)."""
-    out: dict[tuple[str, int], int] = {}
-    for p, s in zip(
-        table.column("producer").to_pylist(), table.column("seq").to_pylist(), strict=True
-    ):
-        out[(p, s)] = out.get((p, s), 0) + 1
-    return out
 
 
 @pytest.fixture(autouse=True)
