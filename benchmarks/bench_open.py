@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_scale import APPEND_ROWS, BLOCKLET_ROWS, SCHEMA, rows
-from report import progress, run_facts, yes_no
+from report import PEAK_RSS, progress, run_facts, yes_no
 
 import carbonlite as cl
 
@@ -158,21 +158,15 @@ def worst_case(
 
 # --- measuring in a child process ----------------------------------------------------------------
 
-_CHILD = """
+_CHILD = (
+    """
 import json, resource, statistics, sys, time, tracemalloc
 import carbonlite as cl
 path, mode = sys.argv[1], sys.argv[2]
 
-
-def peak_rss():
-    # VmHWM: this process's own peak (ru_maxrss can carry the parent's over exec)
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+"""
+    + PEAK_RSS
+    + """
 
 
 out = {}
@@ -197,6 +191,7 @@ else:
     out["peak"] = peak_rss()
 print(json.dumps(out))
 """
+)
 
 
 def child(path: Path, mode: str) -> dict[str, Any]:

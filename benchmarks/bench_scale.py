@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from report import progress, yes_no
+from report import PEAK_RSS, progress, yes_no
 
 import carbonlite as cl
 
@@ -102,22 +102,16 @@ def build(path: Path, blocklets: int, rebuild: bool) -> float:
     return elapsed
 
 
-_CHILD = """
+_CHILD = (
+    """
 import json, resource, statistics, sys, time
 import pyarrow.compute as pc
 import carbonlite as cl
 path, total, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
-
-def peak_rss():
-    # VmHWM: this process's own peak (ru_maxrss can carry the parent's over exec)
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+"""
+    + PEAK_RSS
+    + """
 
 
 if mode == "clustered":  # 100 consecutive rows: one manifest may match
@@ -139,6 +133,7 @@ if mode != "baseline":
         assert got.num_rows == 100, got.num_rows
 print(json.dumps({"times": times, "peak": peak_rss()}))
 """
+)
 
 
 def measure_open(path: Path, blocklets: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-__all__ = ["progress", "run_facts", "yes_no"]
+__all__ = ["PEAK_RSS", "progress", "run_facts", "yes_no"]
 
 _START = time.perf_counter()
 
@@ -30,3 +30,17 @@ def run_facts() -> dict[str, str]:
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
         f"Python {platform.python_version()}",
     }
+
+
+PEAK_RSS = """
+def peak_rss():
+    # VmHWM: this process's own peak (ru_maxrss can carry the parent's over exec)
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+"""
+"""Source of ``peak_rss()`` for the child scripts benchmarks run (they import ``resource``)."""
