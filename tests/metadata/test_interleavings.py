@@ -247,6 +247,35 @@ def upserts_and_delete() -> tuple[State, list[Actor]]:
     ]
 
 
+def merges_update_and_append() -> tuple[State, list[Actor]]:
+    """Two merges inserting the same new key, an update of a row one of them matches, and a
+    blind append: each key once, as if the row-level changes ran one after another."""
+    uri = fresh_table()
+    model = Model()
+    setup = cl.open_table(uri, writer_id="setup")
+    setup.append(rows([100, 101, 102]))
+    model.record(Op("setup", added=frozenset({100, 101, 102}), version=1, acknowledged=True))
+    m1, m2, u, a = (cl.open_table(uri, writer_id=w) for w in ("m1", "m2", "u", "a"))
+
+    def merge(table: cl.Table, name: str, ids: list[int]) -> Actor:
+        def run() -> None:
+            op = model.record(Op(name, added=frozenset(ids), upsert=True))
+            settle(op, lambda: table.merge(rows(ids, name), on=["id"]))
+
+        return Actor(name, run)
+
+    def update() -> None:
+        op = model.record(Op("u", added=frozenset({101}), upsert=True))
+        settle(op, lambda: u.update(pc.field("id") == 101, {"kind": "u"}))
+
+    return State(uri, model), [
+        merge(m1, "m1", [101, 5]),
+        merge(m2, "m2", [5, 6]),
+        Actor("u", update),
+        append(model, a, "a", [7]),
+    ]
+
+
 def two_handoffs() -> tuple[State, list[Actor]]:
     """Two handoffs of the same finished segment and an append: the segment is handed off once."""
     uri, model = finished_segment([100, 101])
@@ -296,6 +325,7 @@ LARGE = {
     "recover_during_append": recover_during_append,
     "two_handoffs": two_handoffs,
     "upserts_and_delete": upserts_and_delete,
+    "merges_update_and_append": merges_update_and_append,
 }
 
 
