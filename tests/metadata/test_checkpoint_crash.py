@@ -27,20 +27,40 @@ SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
 REPO = Path(__file__).resolve().parents[2]
 
 WRITER = """
-import sys
+import itertools, os, sys
 import pyarrow as pa
 import carbonlite as cl
+from carbonlite import seams
 from carbonlite.metadata import manifest_plan
 
 manifest_plan.MERGE_FANIN = 2  # merge at almost every checkpoint
+seam, nth = sys.argv[2], int(sys.argv[3])
+count = itertools.count(1)
+
+
+def hold(name):  # the nth time the writer reaches the seam: say so, and wait for the kill
+    if name == seam and next(count) == nth:
+        os.write(1, b"held\\n")
+        sys.stdin.readline()
+        os._exit(3)
+
+
 t = cl.open_table(sys.argv[1])
 n = t.count_rows()
-print("ready", flush=True)
-while True:
-    ids = list(range(n, n + 400))
-    t.append(pa.table({"id": pa.array(ids, pa.int64()), "key": [str(i % 13) for i in ids]}))
-    n += 400
+with seams.listening(hold):
+    while True:
+        ids = list(range(n, n + 400))
+        t.append(pa.table({"id": pa.array(ids, pa.int64()), "key": [str(i % 13) for i in ids]}))
+        n += 400
 """
+PHASES = (
+    "append.after_data",
+    "commit.after_put",
+    "commit.before_checkpoint",
+    "checkpoint.after_manifests",
+    "checkpoint.after_document",
+)
+"""Where a writer is held and killed: every step of a commit and of its checkpoint."""
 
 
 def replay_from_zero(t: cl.Table) -> Snapshot:
@@ -61,14 +81,15 @@ def test_sigkill_while_writing_and_merging_manifests(tmp_path: Path) -> None:
     rng = random.Random(7)
     seen_versions = set()
     for _trial in range(TRIALS):
+        seam, nth = rng.choice(PHASES), rng.randint(2, 5)
         child = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path)],
+            [sys.executable, "-c", WRITER, str(path), seam, str(nth)],
             stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
             env=env,
         )
         assert child.stdout is not None
-        assert child.stdout.readline().strip() == b"ready"
-        time.sleep(rng.uniform(0.05, 0.8))
+        assert child.stdout.readline().strip() == b"held", f"{seam} {nth}"
         child.send_signal(signal.SIGKILL)
         child.wait()
         t = cl.open_table(path)
@@ -81,7 +102,7 @@ def test_sigkill_while_writing_and_merging_manifests(tmp_path: Path) -> None:
             from_checkpoint = t.log.update(t.log.read_checkpoint(c))
             assert snapshot_state(from_checkpoint) == snapshot_state(t.snapshot())
         assert t.verify().ok
-    assert len(seen_versions) > TRIALS // 2  # the kills landed at many different points
+    assert len(seen_versions) == TRIALS  # each trial committed, and was killed in a phase
     t = cl.open_table(path)
     manifests = path / "_carbonlite" / "manifests"
     listed = {r.name for r in t.snapshot().manifests.refs}
