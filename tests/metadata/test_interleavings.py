@@ -344,6 +344,7 @@ def test_random_orders(name: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", sorted(LARGE))
 def test_many_random_orders(name: str) -> None:
     found = explore_random(LARGE[name], check, seeds=range(1_000, 2_500))
@@ -351,6 +352,8 @@ def test_many_random_orders(name: str) -> None:
 
 
 @pytest.mark.slow
+# 7,867 orders: about 9 minutes on 2 loaded cores, past the default 900 s
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", sorted(EXHAUSTIVE_SLOW))
 def test_every_order_slow(name: str) -> None:
     found = explore_all(EXHAUSTIVE_SLOW[name], check, limit=30_000, pause_at=NARROWED.get(name))
