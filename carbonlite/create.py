@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from carbonlite._version import ENGINE
 from carbonlite.arguments import file_in_the_way, storage_options_arg, writer_id_arg
+from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.errors import (
     InvalidOptionError,
     SchemaMismatchError,
@@ -24,7 +25,6 @@ from carbonlite.names import table_location
 from carbonlite.properties import validate_properties
 from carbonlite.storage import open_storage
 from carbonlite.table import Table
-from carbonlite.writer.append import elapsed_ms, now_ms
 
 __all__ = ["create_table", "open_table"]
 

@@ -22,6 +22,7 @@ from carbonlite.arguments import (
     version_arg,
     writer_id_arg,
 )
+from carbonlite.clock import now_ms
 from carbonlite.compaction.clean import CleanResult, clean
 from carbonlite.compaction.plan import CompactionKind
 from carbonlite.compaction.progress import ProgressCallback
@@ -61,7 +62,7 @@ from carbonlite.records import (
     segment_infos,
 )
 from carbonlite.storage import open_storage
-from carbonlite.writer.append import CommitResult, TableWriter, now_ms
+from carbonlite.writer.append import CommitResult, TableWriter
 from carbonlite.writer.batches import TableData, iter_record_batches
 from carbonlite.writer.modify import (
     MatchedAction,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from carbonlite._version import ENGINE
 from carbonlite.arguments import check_seconds
+from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
 from carbonlite.errors import CorruptDataError, InvalidOptionError, UnsupportedFormatError
 from carbonlite.metadata import (
@@ -31,7 +32,6 @@ from carbonlite.metadata.actions import STATE_DIR
 from carbonlite.metadata.manifest_plan import merge_pending
 from carbonlite.properties import TableProperties
 from carbonlite.seams import reach
-from carbonlite.writer.append import elapsed_ms, now_ms
 
 __all__ = ["MIN_RETENTION_SECONDS", "CleanResult", "clean"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from carbonlite._version import ENGINE
+from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.compaction.execute import TaskResult
 from carbonlite.compaction.plan import CompactionPlan
 from carbonlite.errors import CommitConflictError
@@ -28,7 +29,6 @@ from carbonlite.metadata import (
     Snapshot,
 )
 from carbonlite.storage import Storage
-from carbonlite.writer.append import elapsed_ms, now_ms
 
 __all__ = ["CompactionCommit", "FinishStreamingCommit"]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonlite.clock import now_ms
 from carbonlite.compaction.commit import CompactionCommit, FinishStreamingCommit
 from carbonlite.compaction.execute import TaskResult, execute_task
 from carbonlite.compaction.plan import CompactionKind, CompactionTask, plan_compaction
@@ -24,7 +25,6 @@ from carbonlite.errors import CommitConflictError, RowsChangedError
 from carbonlite.metadata import Log, Snapshot, commit
 from carbonlite.seams import reach
 from carbonlite.storage import Storage
-from carbonlite.writer.append import now_ms
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.row_changes import MAX_ROW_CHANGE_ATTEMPTS
 

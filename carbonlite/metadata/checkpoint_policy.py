@@ -24,19 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from carbonlite.metadata.actions import Action, BlockletsAppended, FilesRemoved, RowsDeleted
 from carbonlite.properties import TableProperties
-
-if TYPE_CHECKING:
-    from carbonlite.metadata.snapshot import Snapshot
 
 __all__ = [
     "RECENT_INTERVALS",
     "STATE_ENTRIES",
     "VERSION_ENTRIES",
     "CheckpointPolicy",
+    "Counted",
     "ReplayProgress",
     "checkpoint_due",
     "log_entries",
@@ -104,11 +102,28 @@ def log_entries(actions: Iterable[Action]) -> int:
     return n
 
 
-def _state_size(snapshot: Snapshot) -> int:
+class Counted(Protocol):
+    """What the policy reads of a version's state (a ``Snapshot``)."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+    @property
+    def replay_entries(self) -> int: ...
+    @property
+    def recent_checkpoints(self) -> tuple[int, ...]: ...
+    @property
+    def num_files(self) -> int: ...
+    @property
+    def segments(self) -> Mapping[str, object]: ...
+
+
+def _state_size(snapshot: Counted) -> int:
     return len(snapshot.segments) + snapshot.num_files
 
 
-def checkpoint_due(snapshot: Snapshot) -> bool:
+def checkpoint_due(snapshot: Counted) -> bool:
     """Whether the version of ``snapshot`` is due a checkpoint."""
     policy = CheckpointPolicy.of(snapshot.properties)
     return policy.due(snapshot.version, snapshot.replay_entries, _state_size(snapshot))
@@ -123,7 +138,7 @@ class ReplayProgress:
 
 
 def replay_progress(
-    before: Snapshot,
+    before: Counted,
     version: int,
     actions: Iterable[Action],
     properties: Mapping[str, str],

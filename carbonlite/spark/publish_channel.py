@@ -16,9 +16,9 @@ from carbonlite.errors import CarbonLiteError, InvalidOptionError
 from carbonlite.metadata import StateStored
 from carbonlite.metadata.serde import state_from_json, state_to_json
 from carbonlite.storage import Storage, open_storage
-from carbonlite.writer.distributed import WritePlan
 from carbonlite.writer.partition_rows import partition_spec
 from carbonlite.writer.publish import PublishResult
+from carbonlite.writer.write_plan import WritePlan
 
 __all__ = ["RESULT_DIR", "load_result", "save_result", "states_from_option", "states_option"]
 

@@ -25,6 +25,7 @@ from pyspark.sql.datasource import (
 )
 
 from carbonlite.create import create_table, open_table
+from carbonlite.driver import commit_parts, plan_write
 from carbonlite.errors import (
     InvalidOptionError,
     SchemaMismatchError,
@@ -38,12 +39,9 @@ from carbonlite.spark.publish_channel import save_result, states_from_option
 from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
 from carbonlite.table import Table
 from carbonlite.writer.distributed import (
-    WritePlan,
     abort_parts,
     commit_leased,
-    commit_parts,
     lease_plan,
-    plan_write,
     write_part,
     write_partitioned_part,
 )
@@ -55,6 +53,7 @@ from carbonlite.writer.partition_files import (
     write_partition_files,
 )
 from carbonlite.writer.publish import PublishMode, PublishResult
+from carbonlite.writer.write_plan import WritePlan
 
 __all__ = [
     "CarbonLiteBatchWriter",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -20,6 +19,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from carbonlite._version import ENGINE
+from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.errors import CommitConflictError
 from carbonlite.format import BlockletFileReader
 from carbonlite.metadata import (
@@ -67,9 +67,7 @@ __all__ = [
     "CommitResult",
     "RowChanges",
     "TableWriter",
-    "elapsed_ms",
     "lock_path",
-    "now_ms",
     "owner_lock_paths",
 ]
 
@@ -94,17 +92,6 @@ def owner_lock_paths(storage: Storage, root: str, file: str) -> list[str]:
     if "-" in stem:
         names.append(stem.rsplit("-", 1)[0])
     return [lock_path(storage, root, name) for name in names]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def elapsed_ms(started_ms: int | None, now: int | None = None) -> int | None:
-    """Milliseconds since ``started_ms`` (None when the start was not recorded)."""
-    if started_ms is None:
-        return None
-    return max(0, (now_ms() if now is None else now) - started_ms)
 
 
 @dataclass(frozen=True, slots=True)

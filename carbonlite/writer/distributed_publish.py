@@ -1,6 +1,6 @@
 """Publishing from many workers (Spark executors), committed once by the driver.
 
-1. The driver plans a write (:func:`carbonlite.writer.distributed.plan_write`): the segment
+1. The driver plans a write (:func:`carbonlite.driver.plan_write`): the segment
    whose directory the workers write into, under the driver's lease.
 2. Each worker (:func:`write_publish_part`) splits its rows by partition, writes each
    partition's rows to a file of its own (named after the plan, the partition's key, the
@@ -24,16 +24,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from carbonlite.clock import now_ms
 from carbonlite.errors import CommitConflictError
 from carbonlite.format.row_hash import ContentSums
-from carbonlite.metadata import BlockletsAppended, StateStored
+from carbonlite.metadata import BlockletsAppended, Log, StateStored
 from carbonlite.metadata.commit import backoff
 from carbonlite.reader.scan import SplitReader
-from carbonlite.writer.append import AppendCommit, TableWriter, now_ms
-from carbonlite.writer.distributed import WritePlan
+from carbonlite.storage import open_storage
+from carbonlite.writer.append import AppendCommit, TableWriter
 from carbonlite.writer.partition_files import PartitionFile, discard_files
 from carbonlite.writer.partition_rows import partition_spec
 from carbonlite.writer.publish import PublishMode, PublishResult, classify
+from carbonlite.writer.write_plan import WritePlan
 
 __all__ = ["commit_publish"]
 
@@ -49,11 +51,11 @@ def commit_publish(
     writer_id: str,
 ) -> PublishResult:
     """Compare the workers' partitions with the table's and commit what changed, once."""
-    from carbonlite.create import open_table
-
-    table = open_table(plan.uri, storage_options=plan.storage_options or None)
-    log, storage, root = table.log, table.storage, table.root
-    writer = TableWriter(storage, root, writer_id=writer_id, storage_options=table.storage_options)
+    storage, root = open_storage(plan.uri, plan.storage_options or None)
+    log = Log(storage, root, storage.uri(root))
+    writer = TableWriter(
+        storage, root, writer_id=writer_id, storage_options=plan.storage_options or None
+    )
     files: dict[tuple[Any, ...], list[BlockletsAppended]] = {}
     sums: dict[tuple[Any, ...], ContentSums] = {}
     for p in parts:
@@ -61,14 +63,16 @@ def commit_publish(
             raise ValueError("a publish needs the content sums of every part")
         files.setdefault(p.partition, []).append(p.appended)
         sums[p.partition] = sums[p.partition] + p.sums if p.partition in sums else p.sums
-    snapshot = table.snapshot()
+    snapshot = log.load_latest()
     spec = partition_spec(snapshot.metadata)
     hashes: dict[tuple[Any, ...], str | None] = {
         key: s.digest(snapshot.schema) for key, s in sums.items()
     }
     started = plan.planned_ms if plan.planned_ms is not None else now_ms()
     for attempt in range(_MAX_ATTEMPTS):
-        reader = SplitReader(storage, root, snapshot.schema, storage_options=table.storage_options)
+        reader = SplitReader(
+            storage, root, snapshot.schema, storage_options=plan.storage_options or None
+        )
         try:
             decided = classify(spec, snapshot, hashes, mode, reader)
         finally:

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -22,9 +22,7 @@ from carbonlite.storage import open_storage
 from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.partition_rows import partition_key
 from carbonlite.writer.stream_file import write_blocklets
-
-if TYPE_CHECKING:
-    from carbonlite.writer.distributed import WritePlan
+from carbonlite.writer.write_plan import WritePlan
 
 __all__ = ["PartitionFile", "discard_files", "write_partition_files"]
 

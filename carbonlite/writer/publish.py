@@ -23,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
+from carbonlite.clock import now_ms
 from carbonlite.errors import (
     CommitConflictError,
     CorruptDataError,
@@ -37,7 +38,7 @@ from carbonlite.metadata.partition_spec import Grouping, PartitionSpec, Partitio
 from carbonlite.reader.planner import file_split
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.storage import Storage
-from carbonlite.writer.append import RowChanges, TableWriter, now_ms
+from carbonlite.writer.append import RowChanges, TableWriter
 from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.partition_rows import PartitionRows, partition_key, partition_spec
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from carbonlite._version import ENGINE
+from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.errors import DataUnavailableError
 from carbonlite.format import BlockletFileReader
 from carbonlite.metadata import (
@@ -52,7 +53,6 @@ from carbonlite.metadata import (
     TableMetadata,
 )
 from carbonlite.storage import Storage
-from carbonlite.writer.append import elapsed_ms, now_ms
 from carbonlite.writer.row_changes import dv_path
 from carbonlite.writer.stream_file import copy_blocklets
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from carbonlite._version import ENGINE
+from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.errors import InvalidOptionError, SchemaMismatchError
 from carbonlite.format.types import check_schema
 from carbonlite.metadata import (
@@ -25,7 +26,6 @@ from carbonlite.metadata import (
     TableMetadata,
 )
 from carbonlite.properties import PROPERTIES, validate_properties
-from carbonlite.writer.append import elapsed_ms, now_ms
 
 __all__ = ["MetadataCommit", "with_columns", "with_properties", "without_properties"]
 

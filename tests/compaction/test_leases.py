@@ -198,8 +198,8 @@ def test_a_spark_writer_dropped_without_commit_releases_its_lease(tmp_path) -> N
     heartbeat renewing its lease forever."""
     import gc
 
+    from carbonlite.driver import plan_write
     from carbonlite.spark.sink import _LeasedWriter
-    from carbonlite.writer.distributed import plan_write
 
     table = cl.create_table(tmp_path / "t", events(0, 1).schema)
     writer = _LeasedWriter()

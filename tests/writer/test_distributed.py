@@ -1,4 +1,4 @@
-"""The planned write that Spark tasks do (writer/distributed.py): parts committed once, and
+"""The planned write that Spark tasks do (carbonlite/driver.py, writer/distributed.py): parts committed once, and
 zombie attempts that can neither overwrite a committed object nor cut committed bytes."""
 
 from __future__ import annotations
@@ -7,10 +7,12 @@ import pyarrow as pa
 import pytest
 
 import carbonlite as cl
+from carbonlite.driver import commit_parts, plan_write
 from carbonlite.errors import CommitConflictError, StorageError
 from carbonlite.metadata import TxnMarker
 from carbonlite.storage import open_storage
-from carbonlite.writer.distributed import commit_parts, part_file, plan_write, write_part
+from carbonlite.writer.distributed import write_part
+from carbonlite.writer.write_plan import part_file
 from tests.support.places import Place
 
 SCHEMA = pa.schema([("i", pa.int64())])

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 import carbonlite as cl
+from carbonlite.driver import commit_parts, plan_write
 from carbonlite.errors import InvalidOptionError
 from carbonlite.format import BlockletFileReader
 from carbonlite.format.layout import CODEC_LZ4, CODEC_NONE, CODEC_ZSTD
-from carbonlite.writer.distributed import commit_parts, plan_write, write_part
+from carbonlite.writer.distributed import write_part
 from tests.support.places import Place
 from tests.support.tables import events
 

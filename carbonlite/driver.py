@@ -1,0 +1,184 @@
+"""The driver's side of a write planned once, done by many workers and committed once (the
+protocol behind the Spark sinks; the workers' side is :mod:`carbonlite.writer.distributed`).
+
+1. :func:`plan_write` decides, against the latest snapshot, which segment takes the rows and
+   the committed length of every stream file in it.
+2. Each worker writes its part (:func:`carbonlite.writer.distributed.write_part`).
+3. :func:`commit_parts` commits every part, and an optional transaction marker, as ONE log
+   version; a marker the table already holds means the write was done before, and nothing is
+   committed (exactly once). A primary-key table's parts are rewritten by the table's own
+   writer (the upsert), which is why this lives beside :class:`~carbonlite.table.Table` and
+   not in ``writer/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite.clock import now_ms
+from carbonlite.create import open_table
+from carbonlite.metadata import BlockletsAppended, TxnMarker
+from carbonlite.properties import TableProperties
+from carbonlite.reader.planner import Split
+from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.table import Table
+from carbonlite.writer.append import AppendCommit, TableWriter
+from carbonlite.writer.distributed import abort_parts
+from carbonlite.writer.partition_files import PartitionFile
+from carbonlite.writer.write_plan import WritePlan
+
+__all__ = ["commit_parts", "plan_write"]
+
+
+def plan_write(
+    table: Table, *, overwrite: bool, skip: bool = False, txn: TxnMarker | None = None
+) -> WritePlan:
+    """Plan a write into ``table`` against its latest version; with ``txn`` already committed
+    the plan writes nothing."""
+    snap = table.refresh().snapshot()
+    writer = TableWriter(
+        table.storage, table.root, writer_id="plan", storage_options=table.storage_options
+    )
+    segment_id, created = writer.target_segment(snap, overwrite=overwrite)
+    seg = snap.segments.get(segment_id)
+    props = TableProperties(snap.properties)
+    if txn is not None:
+        done = snap.txns.get(txn.app_id)
+        skip = skip or (done is not None and done >= txn.batch_id)
+    return WritePlan(
+        uri=table.path,
+        storage_options=table.storage_options,
+        schema=snap.schema,
+        segment_id=segment_id,
+        new_segment=created,
+        committed={p: f.committed_length for p, f in seg.files.items()} if seg is not None else {},
+        txns=dict(snap.txns),
+        overwrite=overwrite,
+        skip=skip,
+        blocklet_max_rows=props.blocklet_max_rows,
+        blocklet_max_bytes=props.blocklet_max_bytes,
+        compression_level=props.compression_level,
+        codec=props.stream_codec,
+        read_version=snap.version,
+        planned_ms=now_ms(),
+        append_files=table.storage.supports_append,
+        partition_by=[] if snap.metadata.primary_key else list(snap.metadata.partition_by),
+    )
+
+
+def commit_parts(
+    plan: WritePlan,
+    parts: Sequence[BlockletsAppended | None],
+    *,
+    txn: TxnMarker | None,
+    operation: str,
+    parameters: dict[str, str],
+    writer_id: str,
+    partitioned: Sequence[PartitionFile] = (),
+) -> int | None:
+    """Commit every part (and ``txn``) as one version; the version, or None when nothing was
+    committed (nothing written, or ``txn`` was already there). ``partitioned``: the files
+    workers wrote per partition (:func:`write_partitioned_part`)."""
+    appends = tuple(p for p in parts if p is not None)
+    if plan.skip or (not appends and not partitioned and not plan.overwrite):
+        return None
+    table = open_table(plan.uri, storage_options=plan.storage_options or None)
+    if plan.partition_by:
+        return _commit_partitioned(table, plan, partitioned, txn, operation, parameters, writer_id)
+    if table.primary_key or table.partition_by:
+        return _rewrite_parts(table, plan, appends, txn)
+    writer = TableWriter(
+        table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
+    )
+    pending = AppendCommit(
+        appends=appends,
+        new_segments=frozenset({plan.segment_id}) if plan.new_segment and appends else frozenset(),
+        txn=txn,
+        overwrite=plan.overwrite,
+        operation=operation,
+        parameters=parameters,
+        started_ms=plan.planned_ms,
+    )
+    result, _ = writer.commit(
+        table.log, table.refresh().snapshot(), pending, read_version=plan.read_version
+    )
+    return result.version
+
+
+def _commit_partitioned(
+    table: Table,
+    plan: WritePlan,
+    files: Sequence[PartitionFile],
+    txn: TxnMarker | None,
+    operation: str,
+    parameters: dict[str, str],
+    writer_id: str,
+) -> int | None:
+    """The workers' per-partition files, each committed to its partition's STREAMING segment
+    (or a new one), all in one version; an overwrite replaces every partition, or with
+    ``dynamic_overwrite`` those written."""
+    snapshot = table.refresh().snapshot()
+    writer = TableWriter(
+        table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
+    )
+    by_key: dict[tuple[Any, ...], list[BlockletsAppended]] = {}
+    for f in files:
+        by_key.setdefault(f.partition, []).append(f.appended)
+    number = snapshot.next_segment_number()
+    appends: list[BlockletsAppended] = []
+    new_segments: dict[str, tuple[Any, ...]] = {}
+    for key, written in by_key.items():
+        sid, created = writer.target_segment(
+            snapshot, overwrite=plan.overwrite, partition=key, number=number
+        )
+        if created:
+            new_segments[sid] = key
+            number += 1
+        appends.extend(replace(a, segment_id=sid) for a in written)
+    replaced = frozenset(by_key) if plan.overwrite and plan.dynamic_overwrite else None
+    pending = AppendCommit(
+        appends=tuple(appends),
+        new_segments=frozenset(new_segments),
+        txn=txn,
+        overwrite=plan.overwrite,
+        operation=operation,
+        parameters=parameters,
+        started_ms=plan.planned_ms,
+        partitions=new_segments,
+        overwrite_partitions=replaced,
+    )
+    result, _ = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
+    return result.version
+
+
+def _rewrite_parts(
+    table: Table, plan: WritePlan, appends: Sequence[BlockletsAppended], txn: TxnMarker | None
+) -> int | None:
+    """A write into a primary-key table (partitioned or not): the parts' rows, read back in
+    partition order, are written again by the table's own writer, which upserts them
+    (deleting the rows they replace; an overwrite keeps one row per key) and routes them to
+    their partitions' segments; the parts themselves are never committed and are removed.
+    The driver holds the micro-batch in memory, and its rows are written twice."""
+    reader = SplitReader(
+        table.storage, table.root, table.schema, storage_options=table.storage_options
+    )
+    try:
+        splits = [Split(a.segment_id, a.file, a.end, a.blocklets) for a in appends]
+        rows = pa.Table.from_batches(
+            list(read_splits(reader, splits, table.schema, None)), schema=table.schema
+        )
+    finally:
+        reader.close()
+    marker = None if txn is None else (txn.app_id, txn.batch_id)
+    if plan.overwrite:
+        result = table.overwrite(
+            rows, txn=marker, partitions="dynamic" if plan.dynamic_overwrite else "all"
+        )
+    else:
+        result = table.append(rows, txn=marker)
+    abort_parts(plan, appends)
+    return result.version

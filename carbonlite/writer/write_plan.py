@@ -1,0 +1,61 @@
+"""What a distributed write's driver decides once for all its workers (see
+:mod:`carbonlite.driver` and :mod:`carbonlite.writer.distributed`)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite.format.pages import PageCodec
+
+__all__ = ["WritePlan", "part_file"]
+
+
+@dataclass
+class WritePlan:
+    """Everything a worker needs, decided on the driver for one micro-batch or job."""
+
+    uri: str
+    storage_options: dict[str, Any]
+    schema: pa.Schema
+    segment_id: str
+    new_segment: bool
+    committed: dict[str, int] = field(default_factory=dict)
+    txns: dict[str, int] = field(default_factory=dict)
+    overwrite: bool = False
+    skip: bool = False
+    """Write nothing (the transaction was committed before, or a save mode says so)."""
+    blocklet_max_rows: int = 65_536
+    blocklet_max_bytes: int = 64 * 1024 * 1024
+    compression_level: int = 1
+    codec: PageCodec = "lz4"
+    read_version: int = 0
+    planned_ms: int | None = None
+    """When the driver planned the write: its commit records the duration from here."""
+    plan_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """Names this plan's objects on object stores (a replanned batch never reuses a name)."""
+    append_files: bool = True
+    """Whether the storage appends (local disk): parts then reuse their files across plans."""
+    partition_by: list[str] = field(default_factory=list)
+    """The table's partition fields when workers write one file per partition (a
+    partitioned table without a primary key); empty otherwise."""
+    dynamic_overwrite: bool = False
+    """An overwrite of a partitioned table replaces only the partitions written (Spark's
+    ``partitionOverwriteMode=dynamic``)."""
+
+    def done(self, app_id: str | None, batch_id: int | None) -> bool:
+        """Whether the table already held ``(app_id, batch_id)`` when this was planned."""
+        committed = self.txns.get(app_id) if app_id is not None else None
+        return committed is not None and batch_id is not None and committed >= batch_id
+
+
+def part_file(plan: WritePlan, tag: str, partition: int, attempt: int) -> str:
+    """The file (relative to the table) a part writes: see the module's notes."""
+    if plan.append_files:
+        name = f"{tag}-p{partition:05d}-a{attempt}"
+    else:
+        name = f"{tag}-{plan.plan_id}-p{partition:05d}-a{attempt}"
+    return f"segments/{plan.segment_id}/{name}.cblt"
