@@ -17,7 +17,12 @@ import immutables
 
 from carbonlite.errors import CorruptDataError
 from carbonlite.format.layout import crc32c
-from carbonlite.metadata.actions import LOG_FORMAT_VERSION, SEALED_FORMAT_VERSION, BlockletEntry
+from carbonlite.metadata.actions import (
+    LOG_FORMAT_VERSION,
+    SEALED_FORMAT_VERSION,
+    BlockletEntry,
+    TableMetadata,
+)
 from carbonlite.metadata.blocklet_index import encode_blocklet_index
 from carbonlite.metadata.manifest import ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.pmap import OrderedMap
@@ -219,109 +224,159 @@ def decode_checkpoint(
 ) -> Snapshot:
     """The snapshot of a checkpoint document (format 3, or 1 and 2). Manifests (or the old
     blocklet index) are read through ``store``, only when some entries are needed."""
+    doc = _open_document(data, where)
+    try:
+        metadata = metadata_from_json(doc["metadata"])
+        if (
+            doc.get(_UNSEALED)
+            and SEALED_FORMAT_VERSION <= metadata.format_version <= LOG_FORMAT_VERSION
+        ):
+            raise CorruptDataError("checkpoint carries no checksum seal (damaged)", path=where)
+        legacy = "manifests" not in doc
+        refs = _legacy_refs(doc, where) if legacy else _manifest_refs(doc, metadata, where)
+        manifests = ManifestSet(refs, store, metadata.schema)
+        segments = _segments(doc["segments"], manifests, where)
+        check_checkpoint_names(
+            refs[0].name if legacy else "manifests",
+            {k: v.files for k, v in segments.items()},
+            where=where,
+        )
+        if legacy:
+            segments = _forget_cleaned(segments)
+        return _snapshot(doc, table_path, metadata, segments, manifests, legacy)
+    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
+        raise CorruptDataError(f"checkpoint does not parse: {exc!r}", path=where) from None
+
+
+_UNSEALED = "\0unsealed"
+"""Marks a document that came without a seal (a key no JSON document of ours carries)."""
+
+
+def _open_document(data: bytes, where: str) -> dict[str, Any]:
+    """The checkpoint's JSON document, its seal checked (documents of formats 1 and 2 have
+    none: those are marked, and refused later if their format should have one)."""
     try:
         body = unseal(data, 1)
     except SealMismatchError as exc:
         raise CorruptDataError(f"checkpoint is damaged ({exc})", path=where) from None
     try:
         doc = json.loads((data if body is None else body).decode("utf-8"))
-        metadata = metadata_from_json(doc["metadata"])
-        if body is None and SEALED_FORMAT_VERSION <= metadata.format_version <= LOG_FORMAT_VERSION:
-            raise CorruptDataError("checkpoint carries no checksum seal (damaged)", path=where)
-        header = doc["checkpoint"]
-        types = {f.name: f.type for f in metadata.schema}
-        legacy = "manifests" not in doc
-        if legacy:
-            index_name = header["blocklet_index"]
-            check_log_name(index_name, what="blocklet index", where=where)
-            paths = tuple(f["path"] for s in doc["segments"] for f in s["files"])
-            crc = header.get("blocklet_index_crc32c")
-            refs: tuple[ManifestRef, ...] = (
-                ManifestRef(
-                    name=index_name,
-                    crc32c=-1 if crc is None else int(crc),
-                    entries=-1,
-                    rows=-1,
-                    size=-1,
-                    min_version=0,
-                    max_version=int(header["version"]),
-                    level=0,
-                    segments=(),
-                    legacy_paths=paths,
-                ),
-            )
-        else:
-            refs = tuple(_ref_from_json(r, types, where) for r in doc["manifests"])
-        manifests = ManifestSet(refs, store, metadata.schema)
-        segments: OrderedMap[str, SegmentState] = OrderedMap()
-        found = doc.get("next_segment") if legacy else doc["next_segment"]
-        next_segment = None if found is None else int(found)
-        for s in doc["segments"]:
-            sid = s["segment_id"]
-            files = OrderedMap(
-                (
-                    f["path"],
-                    FileState(
-                        path=f["path"],
-                        committed_length=f["committed_length"],
-                        blocklets=(),
-                        created_version=f["created_version"],
-                        modified_version=f["modified_version"],
-                        segment_id=sid,
-                        source=manifests,
-                        counts=(f["rows"], f["blocklets"], int(f.get("bytes", 0))),
-                        **_deletion_state(f, where),
-                    ),
-                )
-                for f in s["files"]
-            )
-            segments = segments.set(
-                sid,
-                SegmentState(
-                    segment_id=sid,
-                    format=s["format"],
-                    status=s["status"],
-                    level=s["level"],
-                    sorted_by=tuple(s.get("sorted_by", ())),
-                    created_version=s["created_version"],
-                    created_time=s["created_time"],
-                    status_version=s["status_version"],
-                    status_time=s["status_time"],
-                    merged_into=s.get("merged_into"),
-                    files=files,
-                    files_removed=s.get("files_removed", False),
-                    partition=partition_from_json(s.get("partition")),
-                    content_hash=s.get("content_hash"),
-                ),
-            )
-        check_checkpoint_names(
-            refs[0].name if legacy else "manifests",
-            {k: v.files for k, v in segments.items()},
-            where=where,
-        )
-        snapshot = Snapshot(
-            table_path=table_path,
-            version=header["version"],
-            timestamp=header["timestamp"],
-            metadata=metadata,
-            segments=segments,
-            txns=doc.get("txns", {}),
-            data_version=doc.get("data_version"),
-            row_change_version=doc.get("row_change_version"),
-            states={n: state_from_json(n, st) for n, st in doc.get("states", {}).items()},
-            manifests=manifests,
-            next_segment=next_segment,
-            commit_id=str(doc.get("commit_id", "")),
-            # absent in checkpoints of older writers: those stand at a multiple of the
-            # interval (due whatever the count), except upgrade's and clean's
-            replay_entries=int(header.get("replay_entries", 0)),
-            recent_checkpoints=tuple(int(v) for v in header.get("recent_checkpoints", ())),
-        )
-        if legacy:  # format 1/2 kept cleaned segments: forget them as replay now does
-            for sid, seg in list(snapshot.segments.items()):
-                if seg.files_removed and not seg.files:
-                    segments = segments.delete(sid)
-            snapshot = snapshot._evolve(segments=segments)
-        return snapshot
-    except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptDataError(f"checkpoint does not parse: {exc!r}", path=where) from None
+    if not isinstance(doc, dict):
+        raise CorruptDataError("checkpoint does not parse: not a JSON object", path=where)
+    if body is None:
+        doc[_UNSEALED] = True
+    return doc
+
+
+def _legacy_refs(doc: dict[str, Any], where: str) -> tuple[ManifestRef, ...]:
+    """Formats 1 and 2: one blocklet index file stands in for the manifests."""
+    header = doc["checkpoint"]
+    index_name = header["blocklet_index"]
+    check_log_name(index_name, what="blocklet index", where=where)
+    paths = tuple(f["path"] for s in doc["segments"] for f in s["files"])
+    crc = header.get("blocklet_index_crc32c")
+    return (
+        ManifestRef(
+            name=index_name,
+            crc32c=-1 if crc is None else int(crc),
+            entries=-1,
+            rows=-1,
+            size=-1,
+            min_version=0,
+            max_version=int(header["version"]),
+            level=0,
+            segments=(),
+            legacy_paths=paths,
+        ),
+    )
+
+
+def _manifest_refs(
+    doc: dict[str, Any], metadata: TableMetadata, where: str
+) -> tuple[ManifestRef, ...]:
+    types = {f.name: f.type for f in metadata.schema}
+    return tuple(_ref_from_json(r, types, where) for r in doc["manifests"])
+
+
+def _segments(
+    docs: list[dict[str, Any]], manifests: ManifestSet, where: str
+) -> OrderedMap[str, SegmentState]:
+    """Every segment of the document, its files' blocklets left in ``manifests``."""
+    segments: OrderedMap[str, SegmentState] = OrderedMap()
+    for s in docs:
+        sid = s["segment_id"]
+        files = OrderedMap((f["path"], _file_state(f, sid, manifests, where)) for f in s["files"])
+        segments = segments.set(
+            sid,
+            SegmentState(
+                segment_id=sid,
+                format=s["format"],
+                status=s["status"],
+                level=s["level"],
+                sorted_by=tuple(s.get("sorted_by", ())),
+                created_version=s["created_version"],
+                created_time=s["created_time"],
+                status_version=s["status_version"],
+                status_time=s["status_time"],
+                merged_into=s.get("merged_into"),
+                files=files,
+                files_removed=s.get("files_removed", False),
+                partition=partition_from_json(s.get("partition")),
+                content_hash=s.get("content_hash"),
+            ),
+        )
+    return segments
+
+
+def _file_state(f: dict[str, Any], sid: str, manifests: ManifestSet, where: str) -> FileState:
+    return FileState(
+        path=f["path"],
+        committed_length=f["committed_length"],
+        blocklets=(),
+        created_version=f["created_version"],
+        modified_version=f["modified_version"],
+        segment_id=sid,
+        source=manifests,
+        counts=(f["rows"], f["blocklets"], int(f.get("bytes", 0))),
+        **_deletion_state(f, where),
+    )
+
+
+def _snapshot(
+    doc: dict[str, Any],
+    table_path: str,
+    metadata: TableMetadata,
+    segments: OrderedMap[str, SegmentState],
+    manifests: ManifestSet,
+    legacy: bool,
+) -> Snapshot:
+    header = doc["checkpoint"]
+    found = doc.get("next_segment") if legacy else doc["next_segment"]
+    return Snapshot(
+        table_path=table_path,
+        version=header["version"],
+        timestamp=header["timestamp"],
+        metadata=metadata,
+        segments=segments,
+        txns=doc.get("txns", {}),
+        data_version=doc.get("data_version"),
+        row_change_version=doc.get("row_change_version"),
+        states={n: state_from_json(n, st) for n, st in doc.get("states", {}).items()},
+        manifests=manifests,
+        next_segment=None if found is None else int(found),
+        commit_id=str(doc.get("commit_id", "")),
+        # absent in checkpoints of older writers: those stand at a multiple of the
+        # interval (due whatever the count), except upgrade's and clean's
+        replay_entries=int(header.get("replay_entries", 0)),
+        recent_checkpoints=tuple(int(v) for v in header.get("recent_checkpoints", ())),
+    )
+
+
+def _forget_cleaned(segments: OrderedMap[str, SegmentState]) -> OrderedMap[str, SegmentState]:
+    """Format 1/2 kept cleaned segments: forget them as replay now does."""
+    for sid, seg in list(segments.items()):
+        if seg.files_removed and not seg.files:
+            segments = segments.delete(sid)
+    return segments
