@@ -14,14 +14,22 @@ import itertools
 import os
 import sys
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from carbonlite.cli import main as carbonlite_main
 from carbonlite.seams import listening
 
 
-def hold_at(seam: str, nth: int) -> AbstractContextManager[None]:
-    """A listener, installed by the returned context, holding the ``nth`` reach of ``seam``."""
+def wait_for_stdin_to_close() -> None:
+    sys.stdin.readline()  # the test kills the process here
+
+
+def hold_at(
+    seam: str, nth: int, wait: Callable[[], None] = wait_for_stdin_to_close
+) -> AbstractContextManager[None]:
+    """A listener, installed by the returned context, holding the ``nth`` reach of ``seam``:
+    it prints ``held SEAM N`` and calls ``wait`` (which the test's SIGKILL ends)."""
     count = itertools.count(1)
     lock = threading.Lock()
 
@@ -32,8 +40,8 @@ def hold_at(seam: str, nth: int) -> AbstractContextManager[None]:
             n = next(count)
         if n == nth:
             os.write(1, f"held {seam} {n}\n".encode())
-            sys.stdin.readline()  # the test kills the process here
-            os._exit(3)  # stdin closed without a kill: never go on past the hold
+            wait()
+            os._exit(3)  # the wait ended without a kill: never go on past the hold
 
     return listening(listener)
 

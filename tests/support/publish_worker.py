@@ -3,12 +3,14 @@ follow from a seed (``payload``), so the test can replay them on a dict-of-parti
 
     python -m tests.support.publish_worker serve     # fork server
 
-A spec: ``{"table": path, "seed": n, "first": i, "count": k}``: publishes ``first`` ..
-``first + k - 1``. Forked children write unbuffered lines to stdout:
+A spec: ``{"table": path, "seed": n, "first": i, "count": k, "hold": [seam, n]}``: publishes
+``first`` .. ``first + k - 1``, held (for the test's SIGKILL) the n-th time it reaches the seam
+(``carbonlite.seams``). Forked children write unbuffered lines to stdout:
 
     pid <pid>           first line
     start <i>           publish i begins
     done <i> <version>  publish i returned (``None``: it found nothing to change)
+    held <seam> <n>     waiting at the seam, to be killed
     finished            every publish ran
 """
 
@@ -16,12 +18,14 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
 from typing import Any
 
 import pyarrow as pa
 
 import carbonlite
 from tests.support.fork_server import out, serve
+from tests.support.held_process import hold_at
 
 SCHEMA = pa.schema([("region", pa.string()), ("id", pa.int64()), ("payload", pa.string())])
 REGIONS = [f"r{n}" for n in range(6)]
@@ -65,6 +69,12 @@ def apply(model: dict[str, list[Any]], seed: int, i: int) -> dict[str, list[Any]
 
 
 def run(spec: dict[str, Any]) -> None:
+    seam, nth = spec["hold"]
+    with hold_at(seam, nth, wait=threading.Event().wait):
+        publish(spec)
+
+
+def publish(spec: dict[str, Any]) -> None:
     table = carbonlite.open_table(spec["table"], writer_id="publisher")
     for i in range(spec["first"], spec["first"] + spec["count"]):
         out(f"start {i}")
