@@ -31,9 +31,12 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, TypeVar
+
+from fsspec.implementations.memory import MemoryFileSystem
 
 from carbonlite.seams import listening
 
@@ -290,7 +293,8 @@ def explore_all(
     pending: list[list[int]] = [[]]
     while pending and found.schedules < limit:
         prefix = pending.pop()
-        schedule = run_schedule(scenario, check, choices=prefix, pause_at=pause_at)
+        with forgetting_memory():
+            schedule = run_schedule(scenario, check, choices=prefix, pause_at=pause_at)
         found.add(schedule)
         options = schedule.options
         for i in range(len(options) - 1, len(prefix) - 1, -1):
@@ -311,5 +315,20 @@ def explore_random(
     :func:`run_schedule`."""
     found = Exploration()
     for seed in seeds:
-        found.add(run_schedule(scenario, check, seed=seed, pause_at=pause_at))
+        with forgetting_memory():
+            found.add(run_schedule(scenario, check, seed=seed, pause_at=pause_at))
     return found
+
+
+@contextmanager
+def forgetting_memory() -> Iterator[None]:
+    """Forget every ``memory://`` object the block stored: an exploration runs thousands of
+    orders, each on a fresh table, and the store is listed by scanning every object in it, so
+    without this each order runs slower than the last (quadratic; an hour-long slow tier)."""
+    store = MemoryFileSystem.store
+    before = set(store)
+    try:
+        yield
+    finally:
+        for key in set(store) - before:
+            store.pop(key, None)
