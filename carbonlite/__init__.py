@@ -25,6 +25,7 @@ from carbonlite.errors import (
     UnsupportedTypeError,
     VersionNotFoundError,
 )
+from carbonlite.metadata.requirements import TxnMovedError
 from carbonlite.reader.scan import TableScan
 from carbonlite.records import CommitRecord, PartitionInfo, SegmentInfo
 from carbonlite.table import CommitResult, MergeResult, PublishResult, Table
@@ -53,6 +54,7 @@ __all__ = [
     "TableIdMismatchError",
     "TableNotFoundError",
     "TableScan",
+    "TxnMovedError",
     "UnsupportedFormatError",
     "UnsupportedStorageError",
     "UnsupportedTypeError",

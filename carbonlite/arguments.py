@@ -56,6 +56,40 @@ def txn_arg(txn: tuple[str, int] | None) -> TxnMarker | None:
     return TxnMarker(app_id, batch_id)
 
 
+def markers_arg(
+    markers: Mapping[str, tuple[int | None, int]] | None,
+) -> dict[str, tuple[int | None, int]]:
+    """Compare-and-set markers a user gave, ``{name: (read, new)}`` (empty: none)."""
+    if markers is None:
+        return {}
+    if not isinstance(markers, Mapping):
+        raise InvalidOptionError(
+            f"markers must be a mapping of name to (read, new), not {type(markers).__name__}"
+        )
+    out: dict[str, tuple[int | None, int]] = {}
+    for name, move in markers.items():
+        try:
+            read, new = move
+        except (TypeError, ValueError):
+            raise InvalidOptionError(
+                f"marker {name!r} must be (read, new), the value read (None when absent) and "
+                f"the value to commit, not {move!r}"
+            ) from None
+        if not isinstance(name, str) or not name:
+            raise InvalidOptionError(f"a marker's name is a non-empty string, not {name!r}")
+        if not _whole(new) or new < 0 or (read is not None and (not _whole(read) or new <= read)):
+            raise InvalidOptionError(
+                f"marker {name!r} moves from {read!r} to {new!r}: both are whole numbers >= 0 "
+                "(the read value None when the marker is absent) and a marker only moves forward"
+            )
+        out[name] = (read, new)
+    return out
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def version_arg(version: object, *, what: str = "version") -> int:
     """A table version given by a user: an integer (not a bool, a float or a digit string)."""
     if isinstance(version, bool) or not isinstance(version, numbers.Integral):

@@ -15,6 +15,7 @@ from carbonlite.arguments import (
     VersionLike,
     duration_seconds_of,
     flag_arg,
+    markers_arg,
     schema_mode_arg,
     storage_options_arg,
     timestamp_ms_arg,
@@ -231,6 +232,7 @@ class Table:
         *,
         txn: tuple[str, int] | None = None,
         schema_mode: SchemaMode = "strict",
+        markers: Mapping[str, tuple[int | None, int]] | None = None,
     ) -> CommitResult:
         """Append ``data`` (Arrow data, a pandas or Polars DataFrame, any object with
         ``__arrow_c_stream__``) as one atomic commit.
@@ -242,8 +244,24 @@ class Table:
         commit. With ``txn=(app_id, batch_id)`` the batch id is committed in the same version
         as the data, and an append whose batch id the table already holds (or passed) is
         skipped: ``result.skipped`` is then True and nothing is written.
+
+        ``markers``: for writers that track their own progress (an ingester's offset per
+        partition, a service's sequence per producer), markers moved by compare-and-set in
+        the same version as the rows. ``{name: (read, new)}`` moves marker ``name`` from
+        ``read`` (the value this writer last read with :meth:`transaction_version`, None when
+        absent) to ``new``. When every marker already stands at or past its ``new`` (this
+        range was committed before: an uncertain commit retried, or a second writer of the
+        same range), nothing is written and ``result.skipped`` is True. When some marker moved
+        otherwise, nothing is committed and :class:`TxnMovedError` (a
+        :class:`CommitConflictError`) names it: read the markers again and go on from them.
         """
-        return self._write(data, txn=txn_arg(txn), overwrite=False, schema_mode=schema_mode)
+        return self._write(
+            data,
+            txn=txn_arg(txn),
+            overwrite=False,
+            schema_mode=schema_mode,
+            progress=markers_arg(markers) or None,
+        )
 
     def overwrite(
         self,

@@ -317,7 +317,7 @@ class KafkaIngester:
             app_id(self.topic, p): (markers.get(p), offset) for p, offset in sorted(last.items())
         }
         # The table's own append (an upsert in a primary-key table), with the markers
-        result = self.table._write(rows, txn=None, overwrite=False, progress=progress)
+        result = self.table.append(rows, markers=progress)
         if result.version is not None:
             self.result.commits += 1
             self.result.rows += rows.num_rows
@@ -357,7 +357,7 @@ class KafkaIngester:
         progress = {
             _bad_app_id(self.topic, p): (kept[p], last[p]) for p in sorted(set(messages.partitions))
         }
-        result = self.bad._write(table, txn=None, overwrite=False, progress=progress)
+        result = self.bad.append(table, markers=progress)
         if result.version is not None:
             self.result.bad_records += len(messages)
 

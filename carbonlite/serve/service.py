@@ -226,7 +226,7 @@ class FlightService(flight.FlightServerBase):
             rows = pa.concat_tables([p.rows for p in puts]).combine_chunks()
             reach("serve.before_flush_commit")
             try:
-                result = table._write(rows, txn=None, overwrite=False, progress=progress)
+                result = table.append(rows, markers=progress)
             except TxnMovedError:
                 continue  # a marker moved meanwhile (another flush committed some): look again
             if result.version is None:
