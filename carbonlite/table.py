@@ -650,8 +650,6 @@ class Table:
                     what="segment id",
                     fix=f"give ids of segments of {self.path!r} as segments() lists them",
                 )
-        if kind == "handoff":
-            return self.handoff(executor=executor, progress=progress)
         return self._compact(kind, segments, executor, progress)
 
     def _compact(
