@@ -8,6 +8,9 @@ is tested with them (tests/ingest, tests/serve)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ import pytest
 
 import carbonlite as cl
 from tests.cli.conftest import Run, command_paths, invoke, make_table
+from tests.support import REPO
 
 WIDTH = 80
 USAGE_LINES = 6
@@ -235,3 +239,23 @@ def test_ingest_with_storage_options_that_are_not_json(places: Places) -> None:
     except ValueError:
         raise AssertionError("a raw ValueError escaped") from None
     assert_short_error(run, 1, "--storage-options")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="serve_cmd.py does not check --port: pyarrow's ArrowInvalid escapes with a traceback "
+    "after .carbonlite-serve/ is made in ROOT (reported; serve_cmd.py is the serve owner's file)",
+)
+@pytest.mark.parametrize("port", ["-1", "99999"])
+def test_serve_on_a_port_that_cannot_be(tmp_path: Path, port: str) -> None:
+    """In a process of its own: the failing service leaves its write-ahead log open."""
+    done = subprocess.run(
+        [sys.executable, "-m", "carbonlite", "serve", str(tmp_path), "--port", port],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": str(WIDTH)},
+    )
+    assert done.returncode in (1, 2) and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) <= USAGE_LINES and done.stdout == ""
