@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, cast
 
 from carbonlite.errors import InvalidOptionError
@@ -59,12 +60,23 @@ _DURATION_UNITS = {
 }
 
 
+MAX_COUNT = 2**63 - 1
+"""The largest count or size of bytes a property may hold (a signed 64-bit integer, as in the
+log's readers)."""
+MAX_SECONDS = MAX_COUNT // 1000
+"""The longest duration: its milliseconds are a signed 64-bit integer (about 292 million
+years)."""
+
+
 def parse_size(text: str) -> int:
     """``"1g"``, ``"64 MB"``, ``"1048576"`` -> bytes."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _SIZE_UNITS:
         raise ValueError(f"{text!r} is not a size such as 1048576, 64MB or 1GB")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    size = int(Decimal(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    if size > MAX_COUNT:
+        raise ValueError(f"{text!r} is more than the largest size, {MAX_COUNT} bytes")
+    return size
 
 
 def parse_duration(text: str) -> float:
@@ -72,18 +84,50 @@ def parse_duration(text: str) -> float:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _DURATION_UNITS:
         raise ValueError(f"{text!r} is not a duration such as 30s, 12h, 7d or 3600 (seconds)")
-    return float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
+    seconds = Decimal(m.group(1)) * Decimal(str(_DURATION_UNITS[m.group(2).lower()]))
+    if seconds > MAX_SECONDS:
+        raise ValueError(
+            f"{text!r} is longer than the longest duration, {MAX_SECONDS} seconds (about 292 "
+            "million years)"
+        )
+    return float(seconds)
+
+
+def _whole_number(text: str) -> int:
+    """``text`` as a whole number in plain digits (a sign allowed, so that a negative one is
+    told apart from text that is no number) of at most :data:`MAX_COUNT`; ``ValueError``
+    saying so otherwise."""
+    if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", str(text)):
+        raise ValueError("must be a whole number such as 100")
+    value = int(text)
+    if value > MAX_COUNT:
+        raise ValueError(f"must be at most {MAX_COUNT}")
+    return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text)
     if value < 1:
         raise ValueError("must be at least 1")
     return value
 
 
+MAX_BLOCKLET_ROWS = 2**32 - 1
+"""The most rows a blocklet may hold: a deletion vector counts them in 32 bits (FORMAT.md)."""
+
+
+def _blocklet_rows(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_BLOCKLET_ROWS:
+        raise ValueError(
+            f"must be at most {MAX_BLOCKLET_ROWS} (a deletion vector counts a blocklet's rows "
+            "in 32 bits)"
+        )
+    return value
+
+
 def _non_negative_int(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text)
     if value < 0:
         raise ValueError("must be 0 or more")
     return value
@@ -110,14 +154,17 @@ def parse_bool(text: object) -> bool:
 
 
 def _levels(text: str) -> tuple[int, ...]:
-    parts = tuple(int(p) for p in str(text).split(","))
+    try:
+        parts = tuple(_whole_number(p) for p in str(text).split(","))
+    except ValueError:
+        parts = ()
     if not parts or any(p < 2 for p in parts):
         raise ValueError("must be comma-separated counts of at least 2, such as 4,3")
     return parts
 
 
 def _compression_level(text: str) -> int:
-    value = int(text)
+    value = _whole_number(text)
     if not 0 <= value <= 22:
         raise ValueError("must be 0 (no compression) to 22")
     return value
@@ -138,7 +185,7 @@ class PropertySpec:
 
 
 PROPERTIES: dict[str, PropertySpec] = {
-    "blocklet_max_rows": PropertySpec("65536", _positive_int, "rows per blocklet at most"),
+    "blocklet_max_rows": PropertySpec("65536", _blocklet_rows, "rows per blocklet at most"),
     "blocklet_max_bytes": PropertySpec(
         "64MB", _positive_size, "in-memory Arrow bytes per blocklet at most"
     ),
@@ -174,7 +221,9 @@ PROPERTIES: dict[str, PropertySpec] = {
         "false", parse_bool, "hand off finished streaming segments after a roll-over"
     ),
     "handoff_blocklet_rows": PropertySpec(
-        "131072", _positive_int, "rows per blocklet in segments written by handoff and compaction"
+        "131072",
+        _blocklet_rows,
+        "rows per blocklet in segments written by handoff and compaction",
     ),
     "deleted_data_retention": PropertySpec(
         "7d", parse_duration, "clean keeps data no version younger than this needs"
@@ -199,6 +248,9 @@ def validate_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     for key, value in (properties or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
             problems.append(f"{key!r}: keys and values must be strings, got {type(value).__name__}")
+            continue
+        if key == "user.":
+            problems.append("'user.' needs a name after the dot, such as 'user.team'")
             continue
         if key.startswith("user."):
             out[key] = value

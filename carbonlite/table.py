@@ -601,11 +601,11 @@ class Table:
             return CommitResult(self._snapshot.version, "RESTORE", rows=pending.rows_added)
 
     def upgrade(self) -> CommitResult:
-        """Raise the table to the log format this library writes (format 3: checkpoints that
-        reference manifests), in one commit, and write a checkpoint of it at once.
+        """Raise the table to the log format this library writes (``LOG_FORMAT_VERSION``; what
+        each format added is in docs/LOG.md), in one commit, and write a checkpoint of it at once.
 
-        Tables of older formats are read and written as they are; only their checkpoints
-        stay monolithic until upgraded. Readers with an older CarbonLite refuse the upgraded
+        Tables of older formats are read and written as they are; those below format 3 keep
+        monolithic checkpoints until upgraded. Readers with an older CarbonLite refuse the upgraded
         table (``UnsupportedFormatError``) rather than misread it. Returns a result with
         ``version=None`` when the table is already current."""
         started = now_ms()
@@ -669,8 +669,6 @@ class Table:
                     what="segment id",
                     fix=f"give ids of segments of {self.path!r} as segments() lists them",
                 )
-        if kind == "handoff":
-            return self.handoff(executor=executor, progress=progress)
         return self._compact(kind, segments, executor, progress)
 
     def _compact(

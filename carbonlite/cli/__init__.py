@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+# Importing a command's module registers it with ``app``: all of them, here, so that every
+# user of ``app`` (the console script, ``python -m carbonlite``, tests) has every command.
+from carbonlite.cli import (  # noqa: F401
+    demo_cmd,
+    ingest_cmd,
+    maintenance,
+    properties_cmd,
+    serve_cmd,
+)
 from carbonlite.cli.app import app, main
 
 __all__ = ["app", "main"]

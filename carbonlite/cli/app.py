@@ -28,6 +28,7 @@ from carbonlite.cli.describe import (
     describe_table,
     jsonable,
 )
+from carbonlite.cli.help_text import FlowedGroup
 from carbonlite.cli.layout import Col, human_bytes, human_duration, output_width, print_table
 from carbonlite.create import open_table
 from carbonlite.errors import CarbonLiteError, InvalidOptionError
@@ -42,6 +43,7 @@ __all__ = [
     "fail_cleanly",
     "human_bytes",
     "open_for_cli",
+    "print_properties",
     "say",
 ]
 
@@ -51,6 +53,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=FlowedGroup,
 )
 
 
@@ -93,8 +96,11 @@ def fit_consoles() -> None:
 
 
 def _print_error(kind: str, text: str) -> None:
-    """``error: <kind>: <first line>`` on stderr; further lines (one per problem) indented."""
+    """``error: <kind>: <first line>`` on stderr; further lines (one per problem) indented.
+    A message that introduces a list of one problem (``...:`` and one line) is one line."""
     lines = text.splitlines() or [kind]
+    if len(lines) == 2 and lines[0].rstrip().endswith(":"):
+        lines = [f"{lines[0].rstrip()} {lines[1].strip()}"]
     err_console.print(
         f"[bold red]error:[/bold red] {kind}: {escape(lines[0])}", highlight=False, soft_wrap=True
     )
@@ -213,6 +219,17 @@ def print_segments(rows: list[dict[str, Any]], *, hidden: int = 0) -> None:
         say(f"({hidden} compacted or deleted segment(s) not listed; --all lists them)")
 
 
+def print_properties(properties: dict[str, str]) -> None:
+    """Every property in force (``properties``: those set on the table) and where its value
+    comes from: set on the table, the default, or the user's own ``user.`` key."""
+    print_table(
+        console,
+        "Properties",
+        (Col("property"), Col("value", wrap=True), Col("source", keep=50)),
+        [[p["key"], p["value"], p["source"]] for p in describe_properties(properties)],
+    )
+
+
 def _live(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [s for s in rows if s["status"] in LIVE_STATUSES]
 
@@ -268,12 +285,7 @@ def inspect(
             for f in info["schema"]
         ],
     )
-    print_table(
-        console,
-        "Properties",
-        (Col("property"), Col("value", wrap=True), Col("source", keep=50)),
-        [[p["key"], p["value"], p["source"]] for p in describe_properties(info["properties"])],
-    )
+    print_properties(info["properties"])
     s = info["summary"]
     say(
         f"Summary: {s['live_segments']} live of {s['segments']} segments, {s['files']} files, "
@@ -509,12 +521,6 @@ def history(
 
 
 def main() -> None:
-    """Entry point of the console script."""
-    from carbonlite.cli import (  # noqa: F401 - registers commands
-        demo_cmd,
-        ingest_cmd,
-        maintenance,
-        serve_cmd,
-    )
-
+    """Entry point of the console script (``carbonlite/cli/__init__.py`` registers every
+    command with ``app``)."""
     app()

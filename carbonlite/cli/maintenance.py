@@ -23,6 +23,7 @@ from carbonlite.cli.app import (
 from carbonlite.cli.layout import Col, print_table, progress_bar
 from carbonlite.compaction import CompactionResult
 from carbonlite.errors import InvalidOptionError
+from carbonlite.metadata import LOG_FORMAT_VERSION
 
 
 def _bars(as_json: bool) -> bool:
@@ -70,16 +71,19 @@ def compact(
     _show_compaction(result, as_json)
 
 
-@app.command()
+UPGRADE_HELP = f"""Raise a table to log format {LOG_FORMAT_VERSION}, the newest this CarbonLite
+writes, in one commit and then a checkpoint.
+
+Older CarbonLite releases refuse the upgraded table instead of misreading it."""
+
+
+@app.command(help=UPGRADE_HELP)
 @fail_cleanly
 def upgrade(
     path: str = typer.Argument(..., help="Table path or URI."),
     as_json: bool = JSON_OPTION,
     storage_options: str | None = STORAGE_OPTION,
 ) -> None:
-    """Raise a table to the newest log format (format 3: checkpoints that reference manifests).
-
-    Older CarbonLite releases refuse the upgraded table instead of misreading it."""
     table = open_for_cli(path, storage_options)
     before = table.snapshot().metadata.format_version
     result = table.upgrade()

@@ -235,6 +235,10 @@ def plan_compaction(
     snapshot: Snapshot, kind: CompactionKind, segments: Sequence[str] | None = None
 ) -> CompactionPlan:
     """The plan for ``kind`` on ``snapshot`` (possibly with no tasks: nothing to do)."""
+    if segments and kind != "custom":
+        raise InvalidOptionError(
+            f"segments can only be named for a custom compaction, not for {kind!r}"
+        )
     if kind == "handoff":
         return plan_handoff(snapshot)
     if kind == "minor":
@@ -246,9 +250,5 @@ def plan_compaction(
     else:
         raise InvalidOptionError(
             f"unknown compaction type {kind!r}; use 'minor', 'major', 'custom' or 'handoff'"
-        )
-    if segments and kind != "custom":
-        raise InvalidOptionError(
-            f"segments can only be named for a custom compaction, not for {kind!r}"
         )
     return CompactionPlan(kind, snapshot.version, tuple(tasks))

@@ -127,7 +127,7 @@ def without_properties(
     if absent and not missing_ok:
         raise InvalidOptionError(
             f"{absent} are not set on {where!r} (set: {sorted(snapshot.properties)}); pass "
-            "missing_ok=True to ignore keys that are not set"
+            "missing_ok=True (CLI: --missing-ok) to let keys that are not set pass"
         )
     remaining = {k: v for k, v in snapshot.properties.items() if k not in keys}
     if remaining == dict(snapshot.properties):

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
+from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 import carbonlite as cl
-import carbonlite.cli.demo_cmd
-import carbonlite.cli.maintenance
 from carbonlite.cli import app
 from tests.compaction.lifecycle import SCHEMA, make_rows
 
@@ -30,8 +30,14 @@ COMMANDS = (
     "verify",
     "upgrade",
     "demo",
+    "properties",
+    "ingest",
+    "serve",
 )
-"""Every command of the ``carbonlite`` app."""
+"""Every command (or group of commands) at the top of the ``carbonlite`` app."""
+GROUPS = ("properties", "ingest")
+TABLE_COMMANDS = (*(c for c in COMMANDS if c not in ("demo", "serve", *GROUPS)), "properties show")
+"""The commands that take a table's PATH and nothing else that is required."""
 SEGMENT_ROWS = 40
 FINISHED = 5
 STREAMING_ROWS = 30
@@ -55,6 +61,23 @@ def invoke(*args: object, columns: int | None = None) -> Run:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception  # a crash, not an error the command reported
     return Run(result.exit_code, result.stdout, result.stderr)
+
+
+def command_paths() -> list[tuple[str, ...]]:
+    """Every command and group of the app as the words that name it, the app itself first
+    (``()``), then ``("inspect",)``, ..., ``("ingest",)``, ``("ingest", "kafka")``."""
+    paths: list[tuple[str, ...]] = [()]
+
+    def walk(group: TyperGroup, prefix: tuple[str, ...]) -> None:
+        for name, command in group.commands.items():
+            paths.append((*prefix, name))
+            if isinstance(command, TyperGroup):
+                walk(command, (*prefix, name))
+
+    root = typer.main.get_command(app)
+    assert isinstance(root, TyperGroup)
+    walk(root, ())
+    return paths
 
 
 @pytest.fixture

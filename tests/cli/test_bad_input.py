@@ -12,7 +12,7 @@ import pytest
 import carbonlite as cl
 from carbonlite.errors import StorageError
 from carbonlite.storage.local import LocalStorage
-from tests.cli.conftest import COMMANDS, TOTAL_ROWS, Run
+from tests.cli.conftest import TABLE_COMMANDS, TOTAL_ROWS, Run
 from tests.cli.test_errors import assert_one_line_error
 from tests.support.tables import rows
 
@@ -20,9 +20,6 @@ from tests.support.tables import rows
 def committed(path: Path) -> tuple[int, list[dict[str, Any]]]:
     t = cl.open_table(path)
     return t.version, rows(t.to_arrow().sort_by("id"))
-
-
-TABLE_COMMANDS = [c for c in COMMANDS if c != "demo"]
 
 
 @pytest.mark.parametrize("command", TABLE_COMMANDS)
@@ -33,7 +30,7 @@ def test_every_command_on_a_plain_file(
     before = committed(table)
     plain = tmp_path / "notes.txt"
     plain.write_text("not a table")
-    run = cli(command, plain)
+    run = cli(*command.split(), plain)
     assert run.exit_code == 1
     assert_one_line_error(run, "TableNotFoundError", str(plain), "is a file, not a directory")
     assert plain.read_text() == "not a table"
