@@ -10,7 +10,7 @@ import datetime
 import math
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from carbonlite.errors import InvalidOptionError
@@ -26,6 +26,7 @@ __all__ = [
     "duration_seconds_of",
     "file_in_the_way",
     "flag_arg",
+    "names_arg",
     "schema_mode_arg",
     "storage_options_arg",
     "timestamp_ms_arg",
@@ -112,6 +113,21 @@ def flag_arg(value: object, *, what: str) -> bool:
             f"{what} must be True or False, not {type(value).__name__} {value!r}"
         )
     return value
+
+
+def names_arg(value: object, *, what: str, example: str, one_string: bool) -> tuple[Any, ...]:
+    """A list of names a user gave (columns, partition fields) as a tuple: None means none,
+    and a lone string the one name it is when ``one_string``. The names themselves are
+    checked where their meaning is known (against the schema)."""
+    if value is None:
+        return ()
+    if isinstance(value, str) and one_string:
+        return (value,)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return tuple(value)
+    raise InvalidOptionError(
+        f"{what} must be a list of names such as {example}, not {type(value).__name__} {value!r}"
+    )
 
 
 def writer_id_arg(writer_id: object) -> str | None:
