@@ -10,8 +10,8 @@ import datetime
 import math
 import numbers
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.metadata import TxnMarker
@@ -22,7 +22,9 @@ from carbonlite.storage import Storage
 __all__ = [
     "SchemaMode",
     "VersionLike",
+    "callback_arg",
     "check_seconds",
+    "columns_arg",
     "duration_seconds_of",
     "file_in_the_way",
     "flag_arg",
@@ -128,6 +130,27 @@ def names_arg(value: object, *, what: str, example: str, one_string: bool) -> tu
     raise InvalidOptionError(
         f"{what} must be a list of names such as {example}, not {type(value).__name__} {value!r}"
     )
+
+
+def columns_arg(columns: object) -> list[str] | None:
+    """The columns a read projects: None (every one), a name, or a list of names (checked
+    against the schema by the planner)."""
+    if columns is None:
+        return None
+    return list(names_arg(columns, what="columns", example="['id', 'ts']", one_string=True))
+
+
+_Callback = TypeVar("_Callback", bound=Callable[..., Any])
+
+
+def callback_arg(value: _Callback | None, *, what: str) -> _Callback | None:
+    """A function a user passes (``progress``, ``executor``), or None: anything else would
+    fail deep inside the operation (or, with nothing to do, never be noticed)."""
+    if value is not None and not callable(value):
+        raise InvalidOptionError(
+            f"{what} must be a function (or None), not {type(value).__name__} {value!r}"
+        )
+    return value
 
 
 def writer_id_arg(writer_id: object) -> str | None:

@@ -13,6 +13,8 @@ import pyarrow as pa
 from carbonlite.arguments import (
     SchemaMode,
     VersionLike,
+    callback_arg,
+    columns_arg,
     duration_seconds_of,
     flag_arg,
     schema_mode_arg,
@@ -641,6 +643,8 @@ class Table:
         """Turn every STREAMING_FINISH segment into a sorted COLUMNAR segment (CarbonData's
         handoff). Ingestion into the current STREAMING segment goes on meanwhile.
         ``progress(done, total)``: bytes, see ``carbonlite/compaction/progress.py``."""
+        executor = callback_arg(executor, what="executor")
+        progress = callback_arg(progress, what="progress")
         return self._compact("handoff", None, executor, progress)
 
     def compact(
@@ -667,6 +671,8 @@ class Table:
                     what="segment id",
                     fix=f"give ids of segments of {self.path!r} as segments() lists them",
                 )
+        executor = callback_arg(executor, what="executor")
+        progress = callback_arg(progress, what="progress")
         if kind == "handoff":
             return self.handoff(executor=executor, progress=progress)
         return self._compact(kind, segments, executor, progress)
@@ -716,7 +722,7 @@ class Table:
             retention_seconds=duration_seconds_of(retention, what="retention"),
             dry_run=flag_arg(dry_run, what="dry_run"),
             force=flag_arg(force, what="force"),
-            progress=progress,
+            progress=callback_arg(progress, what="progress"),
             writer_id=self.writer_id,
         )
         self._advance(snapshot)
@@ -743,6 +749,7 @@ class Table:
         """Read every committed blocklet; check checksums, layout and statistics against the
         log. Problems are reported (file, offset, what), not raised. ``progress(done,
         total)``: bytes checked, see ``carbonlite/compaction/progress.py``."""
+        progress = callback_arg(progress, what="progress")
         snapshot = self._latest() if version is None else self.snapshot(version)
         return verify(self.log, snapshot, storage_options=self.storage_options, progress=progress)
 
@@ -751,6 +758,7 @@ class Table:
     def _plan(
         self, columns: Sequence[str] | None, filter: FilterLike, version: VersionLike | None
     ) -> tuple[ScanPlan, Filter | None]:
+        columns = columns_arg(columns)
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
         return plan_scan(snap, columns=columns, filter=parsed), parsed
@@ -773,15 +781,26 @@ class Table:
         filter: FilterLike = None,
         version: VersionLike | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows of one split (from :meth:`plan_splits`), filtered and projected."""
+        """The rows of one split (from :meth:`plan_splits`), filtered and projected. The
+        arguments are checked at once; the rows are read as the iterator is."""
+        if not isinstance(split, Split):
+            raise InvalidOptionError(
+                f"split must be one of the splits plan_splits() returns, not "
+                f"{type(split).__name__} {split!r}"
+            )
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
-        schema = project_schema(snap.schema, columns, where=repr(self.path))
+        schema = project_schema(snap.schema, columns_arg(columns), where=repr(self.path))
+        return self._read_split(split, snap.schema, schema, parsed)
+
+    def _read_split(
+        self, split: Split, table_schema: pa.Schema, schema: pa.Schema, filter: Filter | None
+    ) -> Iterator[pa.RecordBatch]:
         reader = SplitReader(
-            self.storage, self.root, snap.schema, storage_options=self.storage_options
+            self.storage, self.root, table_schema, storage_options=self.storage_options
         )
         try:
-            yield from read_splits(reader, [split], schema, parsed)
+            yield from read_splits(reader, [split], schema, filter)
         finally:
             reader.close()
 

@@ -65,6 +65,19 @@ def _from_pandas(data: Any, schema: pa.Schema | None) -> pa.Table:
         ) from None
 
 
+def _stream_reader(data: Any) -> pa.RecordBatchReader:
+    """The reader of an object with ``__arrow_c_stream__``: a stream of record batches (a
+    ``ChunkedArray``'s stream of plain arrays is no table's rows)."""
+    try:
+        return pa.RecordBatchReader.from_stream(data)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise InvalidOptionError(
+            f"{type(data).__name__} is not table data: its Arrow stream is not a stream of "
+            f"record batches ({' '.join(str(exc).split())}); give a table, such as "
+            "pa.table({'col': array})"
+        ) from None
+
+
 def iter_record_batches(
     data: TableData, *, schema: pa.Schema | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -85,7 +98,7 @@ def iter_record_batches(
     elif isinstance(data, pa.RecordBatchReader):
         yield from data
     elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, (str, bytes)):
-        yield from pa.RecordBatchReader.from_stream(data)
+        yield from _stream_reader(data)
     elif isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
         for item in data:
             if isinstance(item, pa.RecordBatch):
@@ -189,7 +202,7 @@ def schema_and_batches(data: TableData) -> tuple[pa.Schema | None, Iterator[pa.R
     elif hasattr(data, "__arrow_c_stream__") and not isinstance(
         data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader, str, bytes)
     ):
-        data = pa.RecordBatchReader.from_stream(data)
+        data = _stream_reader(data)
     if isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
         return data.schema, iter_record_batches(data)
     batches = iter_record_batches(data)
