@@ -17,6 +17,7 @@ from carbonlite.arguments import (
     columns_arg,
     duration_seconds_of,
     flag_arg,
+    names_arg,
     schema_mode_arg,
     storage_options_arg,
     timestamp_ms_arg,
@@ -250,8 +251,9 @@ class Table:
         Columns are cast into the table's types where no value can change (widening
         integers, any string layout, dictionaries, timestamp units and zones; see
         ``docs/FORMAT.md``); anything else raises :class:`SchemaMismatchError` naming the
-        column. ``schema_mode="merge"`` adds the data's new columns (nullable) in the same
-        commit. With ``txn=(app_id, batch_id)`` the batch id is committed in the same version
+        column, and so does a column of the table the data lacks (a named pandas index is
+        the column of its name). ``schema_mode="merge"`` writes missing columns as nulls and
+        adds the data's new columns (nullable) in the same commit. With ``txn=(app_id, batch_id)`` the batch id is committed in the same version
         as the data, and an append whose batch id the table already holds (or passed) is
         skipped: ``result.skipped`` is then True and nothing is written.
         """
@@ -450,7 +452,7 @@ class Table:
         null); table rows no source row matches are left or, with
         ``when_not_matched_by_source="delete"``, deleted. A table row matched by two source
         rows raises :class:`DuplicateKeyError`. Null keys match nothing."""
-        keys = [on] if isinstance(on, str) else list(on) if isinstance(on, Sequence) else []
+        keys = list(names_arg(on, what="on", example="['id']", one_string=True))
         if not keys or any(not isinstance(k, str) for k in keys):
             raise InvalidOptionError(f"on must name the key columns, such as ['id'], not {on!r}")
         for name, value, allowed in (

@@ -155,11 +155,11 @@ def plan_update(
     }
     plan = RowChangePlan(selection, new, parameters, rows_updated=old.num_rows)
     if set(snapshot.metadata.primary_key) & set(assignments):
-        return keys_checked(reader, plan, "update", where)
+        return _keys_checked(reader, plan, "update", where)
     return plan
 
 
-def keys_checked(
+def _keys_checked(
     reader: SplitReader, plan: RowChangePlan, operation: str, where: str
 ) -> RowChangePlan:
     """``plan`` (of a change that may write new keys into a primary-key table) if it leaves
@@ -221,7 +221,7 @@ def plan_merge(
         where=where,
         cache=cache,
     )
-    return keys_checked(reader, plan, "merge", where)
+    return _keys_checked(reader, plan, "merge", where)
 
 
 def _merged(
