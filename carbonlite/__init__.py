@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from carbonlite._version import __version__
-from carbonlite.create import create_table, open_table
+from carbonlite.create import create_table, open_table, write_table
 from carbonlite.errors import (
     CarbonLiteError,
     CommitConflictError,
@@ -62,4 +62,5 @@ __all__ = [
     "__version__",
     "create_table",
     "open_table",
+    "write_table",
 ]

@@ -10,8 +10,8 @@ import datetime
 import math
 import numbers
 import os
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.metadata import TxnMarker
@@ -22,10 +22,13 @@ from carbonlite.storage import Storage
 __all__ = [
     "SchemaMode",
     "VersionLike",
+    "callback_arg",
     "check_seconds",
+    "columns_arg",
     "duration_seconds_of",
     "file_in_the_way",
     "flag_arg",
+    "names_arg",
     "schema_mode_arg",
     "storage_options_arg",
     "timestamp_ms_arg",
@@ -144,6 +147,42 @@ def flag_arg(value: object, *, what: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidOptionError(
             f"{what} must be True or False, not {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+def names_arg(value: object, *, what: str, example: str, one_string: bool) -> tuple[Any, ...]:
+    """A list of names a user gave (columns, partition fields) as a tuple: None means none,
+    and a lone string the one name it is when ``one_string``. The names themselves are
+    checked where their meaning is known (against the schema)."""
+    if value is None:
+        return ()
+    if isinstance(value, str) and one_string:
+        return (value,)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return tuple(value)
+    raise InvalidOptionError(
+        f"{what} must be a list of names such as {example}, not {type(value).__name__} {value!r}"
+    )
+
+
+def columns_arg(columns: object) -> list[str] | None:
+    """The columns a read projects: None (every one), a name, or a list of names (checked
+    against the schema by the planner)."""
+    if columns is None:
+        return None
+    return list(names_arg(columns, what="columns", example="['id', 'ts']", one_string=True))
+
+
+_Callback = TypeVar("_Callback", bound=Callable[..., Any])
+
+
+def callback_arg(value: _Callback | None, *, what: str) -> _Callback | None:
+    """A function a user passes (``progress``, ``executor``), or None: anything else would
+    fail deep inside the operation (or, with nothing to do, never be noticed)."""
+    if value is not None and not callable(value):
+        raise InvalidOptionError(
+            f"{what} must be a function (or None), not {type(value).__name__} {value!r}"
         )
     return value
 

@@ -1,16 +1,24 @@
-"""``create_table`` and ``open_table``: how a :class:`~carbonlite.table.Table` comes to be."""
+"""``create_table``, ``open_table`` and ``write_table``: how a :class:`~carbonlite.table.Table`
+comes to be (``write_table`` also writes its first rows, or more rows into one that exists)."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
 from carbonlite._version import ENGINE
-from carbonlite.arguments import file_in_the_way, storage_options_arg, writer_id_arg
+from carbonlite.arguments import (
+    SchemaMode,
+    file_in_the_way,
+    names_arg,
+    schema_mode_arg,
+    storage_options_arg,
+    writer_id_arg,
+)
 from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.errors import (
     InvalidOptionError,
@@ -25,13 +33,14 @@ from carbonlite.names import table_location
 from carbonlite.properties import validate_properties
 from carbonlite.storage import open_storage
 from carbonlite.table import Table
+from carbonlite.writer.batches import TableData, new_table_schema, schema_and_batches
+from carbonlite.writer.modify import keyed_rows
 
-__all__ = ["create_table", "open_table"]
+__all__ = ["WriteMode", "create_table", "open_table", "write_table"]
 
 
-def _check_sort_columns(schema: pa.Schema, sort_columns: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(sort_columns, str):
-        sort_columns = [sort_columns]
+def _check_sort_columns(schema: pa.Schema, sort_columns: object) -> tuple[str, ...]:
+    sort_columns = names_arg(sort_columns, what="sort_columns", example="['ts']", one_string=True)
     problems = []
     for c in sort_columns:
         if c not in schema.names:
@@ -47,9 +56,8 @@ def _check_sort_columns(schema: pa.Schema, sort_columns: Sequence[str]) -> tuple
     return tuple(sort_columns)
 
 
-def _check_primary_key(schema: pa.Schema, primary_key: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(primary_key, str):
-        primary_key = [primary_key]
+def _check_primary_key(schema: pa.Schema, primary_key: object) -> tuple[str, ...]:
+    primary_key = names_arg(primary_key, what="primary_key", example="['id']", one_string=True)
     problems = []
     for c in primary_key:
         if not isinstance(c, str) or c not in schema.names:
@@ -66,7 +74,11 @@ def _check_primary_key(schema: pa.Schema, primary_key: Sequence[str]) -> tuple[s
     return tuple(primary_key)
 
 
-def _partition_spec(schema: pa.Schema, partition_by: Sequence[str]) -> PartitionSpec:
+def _partition_spec(schema: pa.Schema, partition_by: object) -> PartitionSpec:
+    if not isinstance(partition_by, str):  # a lone string is refused below: say it is a list
+        partition_by = names_arg(
+            partition_by, what="partition_by", example="['region', 'day(ts)']", one_string=False
+        )
     if isinstance(partition_by, str) or not all(isinstance(p, str) for p in partition_by):
         raise InvalidOptionError(
             "partition_by must be a list of partition fields such as ['region', 'day(ts)'], "
@@ -79,9 +91,9 @@ def create_table(
     path: str | os.PathLike[str],
     schema: pa.Schema,
     *,
-    sort_columns: Sequence[str] = (),
-    primary_key: Sequence[str] = (),
-    partition_by: Sequence[str] = (),
+    sort_columns: Sequence[str] | None = (),
+    primary_key: Sequence[str] | None = (),
+    partition_by: Sequence[str] | None = (),
     properties: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     writer_id: str | None = None,
@@ -179,3 +191,154 @@ def open_table(
             f"no CarbonLite table at {storage.uri(root)!r}: {blocker!r} is a file, not a "
             "directory; give the table's directory (the one holding _carbonlite/)"
         ) from None
+
+
+WriteMode = Literal["error", "append", "overwrite"]
+_WRITE_MODES = ("error", "append", "overwrite")
+
+
+def write_table(
+    path: str | os.PathLike[str],
+    data: TableData,
+    *,
+    mode: WriteMode = "error",
+    partition_by: Sequence[str] | None = None,
+    primary_key: Sequence[str] | None = None,
+    sort_columns: Sequence[str] | None = None,
+    schema_mode: SchemaMode = "strict",
+    properties: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    writer_id: str | None = None,
+) -> Table:
+    """Write ``data`` (a pyarrow Table, RecordBatch or RecordBatchReader, an iterable of
+    batches, a pandas or Polars DataFrame, any object with ``__arrow_c_stream__``) to the
+    table at ``path``, creating it when there is none; returns the :class:`Table`.
+
+    ``mode``: ``"error"`` (the default) raises :class:`TableExistsError` when a table is
+    there; ``"append"`` appends to it; ``"overwrite"`` replaces its rows. A new table's
+    schema is the data's: each column in its storage type (``large_string`` and
+    ``string_view`` as ``string``, the binary layouts as ``binary``, ``large_list`` as
+    ``list``, a dictionary as its value type), a named pandas index as a column, and no pandas
+    metadata; it gets ``partition_by``, ``primary_key``, ``sort_columns`` and ``properties``
+    as :func:`create_table` gives them, and the data in a second commit. For an existing
+    table these must match what it has (or be left out); ``schema_mode`` is as for
+    :meth:`Table.append`."""
+    mode = _write_mode_arg(mode)
+    schema_mode = schema_mode_arg(schema_mode)
+    location = table_location(path)
+    options = storage_options_arg(storage_options)
+    layout = {
+        "partition_by": partition_by,
+        "primary_key": primary_key,
+        "sort_columns": sort_columns,
+    }
+    table = _existing_table(location, options, writer_id)
+    if table is None:
+        try:
+            return _create_with(location, data, layout, properties, options, writer_id)
+        except TableExistsError:
+            if mode == "error":
+                raise
+            table = open_table(location, storage_options=options, writer_id=writer_id)
+    elif mode == "error":
+        raise TableExistsError(
+            f"a CarbonLite table already exists at {table.path!r}; pass mode='append' or "
+            "mode='overwrite' to write into it"
+        )
+    _check_same_layout(table, layout, properties)
+    if mode == "append":
+        table.append(data, schema_mode=schema_mode)
+    else:
+        table.overwrite(data, schema_mode=schema_mode)
+    return table
+
+
+def _write_mode_arg(mode: object) -> WriteMode:
+    if mode == "error" or mode == "append" or mode == "overwrite":
+        return mode
+    raise InvalidOptionError(
+        f"mode must be one of {_WRITE_MODES} ('error': refuse to write into an existing table), "
+        f"not {mode!r}"
+    )
+
+
+def _existing_table(
+    location: str, options: Mapping[str, Any] | None, writer_id: str | None
+) -> Table | None:
+    try:
+        return open_table(location, storage_options=options, writer_id=writer_id)
+    except TableNotFoundError:
+        return None
+
+
+def _create_with(
+    location: str,
+    data: TableData,
+    layout: Mapping[str, Sequence[str] | None],
+    properties: Mapping[str, str] | None,
+    options: Mapping[str, Any] | None,
+    writer_id: str | None,
+) -> Table:
+    """A new table of ``data``'s schema, with ``data`` in it (a second commit)."""
+    incoming, batches = schema_and_batches(data)
+    if incoming is None:
+        raise InvalidOptionError(
+            f"cannot create a table at {location!r} from data that holds no batch: its columns "
+            "are unknown; give a pyarrow Table (even an empty one), or create_table(path, schema)"
+        )
+    schema = new_table_schema(incoming, where=repr(location))
+    keys = _check_primary_key(schema, layout["primary_key"])
+    if keys:  # an upsert reads them all at once anyway: check the keys before creating
+        rows: TableData = keyed_rows(list(batches), schema, keys, repr(location))
+    else:
+        rows = batches
+    table = create_table(
+        location,
+        schema,
+        sort_columns=layout["sort_columns"],
+        primary_key=keys,
+        partition_by=layout["partition_by"],
+        properties=properties,
+        storage_options=options,
+        writer_id=writer_id,
+    )
+    table.append(rows)
+    return table
+
+
+def _check_same_layout(
+    table: Table, layout: Mapping[str, Sequence[str] | None], properties: Mapping[str, str] | None
+) -> None:
+    """Refuse to write into an existing table with a layout or properties it does not have
+    (its layout is fixed when it is created; its properties change with set_properties)."""
+    problems = []
+    given: dict[str, tuple[str, ...] | None] = {
+        "partition_by": (
+            None
+            if layout["partition_by"] is None
+            else tuple(_partition_spec(table.schema, layout["partition_by"]).to_json())
+        ),
+        "primary_key": (
+            None
+            if layout["primary_key"] is None
+            else _check_primary_key(table.schema, layout["primary_key"])
+        ),
+        "sort_columns": (
+            None
+            if layout["sort_columns"] is None
+            else _check_sort_columns(table.schema, layout["sort_columns"])
+        ),
+    }
+    for name, value in given.items():
+        if value is not None and value != getattr(table, name):
+            problems.append(f"{name} is {list(getattr(table, name))}, not {list(value)}")
+    for key, wanted in validate_properties(properties).items():
+        if table.properties.get(key) != wanted:
+            problems.append(
+                f"property {key} is {table.properties.get(key)!r}, not {wanted!r} "
+                "(change it with set_properties)"
+            )
+    if problems:
+        raise InvalidOptionError(
+            f"the table at {table.path!r} exists with another layout:\n  " + "\n  ".join(problems)
+        )

@@ -129,8 +129,10 @@ class InvalidOptionError(CarbonLiteError, ValueError):
 
 
 class DuplicateKeyError(CarbonLiteError, ValueError):
-    """A merge source holds a key twice where it matches the table: which row wins would be
-    arbitrary, so the merge is refused (deduplicate the source first)."""
+    """A change would make one key ambiguous, so it is refused and nothing is committed: a
+    merge source holds a key twice where it matches the table (which row wins would be
+    arbitrary: deduplicate the source first), or an update or merge of a primary-key table
+    would leave two live rows with one key."""
 
 
 class InvalidFilterError(CarbonLiteError, ValueError):

@@ -243,6 +243,11 @@ def effective_properties(properties: Mapping[str, str]) -> dict[str, str]:
 
 def validate_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     """Checked properties as strings; raises :class:`InvalidOptionError` naming every problem."""
+    if properties is not None and not isinstance(properties, Mapping):
+        raise InvalidOptionError(
+            "properties must be a mapping of property names to string values, such as "
+            f"{{'checkpoint_interval': '50'}}, not {type(properties).__name__} {properties!r}"
+        )
     out: dict[str, str] = {}
     problems: list[str] = []
     for key, value in (properties or {}).items():

@@ -13,9 +13,12 @@ import pyarrow as pa
 from carbonlite.arguments import (
     SchemaMode,
     VersionLike,
+    callback_arg,
+    columns_arg,
     duration_seconds_of,
     flag_arg,
     markers_arg,
+    names_arg,
     schema_mode_arg,
     storage_options_arg,
     timestamp_ms_arg,
@@ -71,12 +74,11 @@ from carbonlite.writer.modify import (
     NotMatchedAction,
     NotMatchedBySourceAction,
     RowChangePlan,
-    deduplicated,
+    keyed_rows,
     plan_delete,
     plan_merge,
     plan_update,
     plan_upsert,
-    source_table,
 )
 from carbonlite.writer.partition_rows import partition_spec
 from carbonlite.writer.publish import PublishMode, PublishResult, read_state, run_publish
@@ -181,10 +183,16 @@ class Table:
         return self._writer.writer_id
 
     def refresh(self) -> Table:
-        """Load every version committed since this object last looked."""
-        self._check_open()
-        self._snapshot = self.log.update(self._snapshot)
+        """Load every version committed since this object last looked: the one call (with
+        the writes) that moves what this object reads; reads of the latest state (history,
+        segments, ...) look at the log without moving it."""
+        self._snapshot = self._latest()
         return self
+
+    def _latest(self) -> Snapshot:
+        """The newest snapshot in the log, leaving the loaded one as it is."""
+        self._check_open()
+        return self.log.update(self._snapshot)
 
     def snapshot(self, version: VersionLike | None = None) -> Snapshot:
         """The snapshot at ``version`` (the loaded one by default); a ``datetime`` (or ISO 8601
@@ -193,7 +201,9 @@ class Table:
             self._check_open()
             return self._snapshot
         number = self.version_at(version)
-        return self.log.load_version(number, self._snapshot)
+        if number <= self._snapshot.version:
+            return self.log.load_version(number, self._snapshot)
+        return self.log.load_version(number, self._latest())  # newer than the loaded one
 
     def version_at(self, when: VersionLike, *, what: str = "version") -> int:
         """The version ``when`` names: a version number as it is; a ``datetime`` (naive ones
@@ -201,7 +211,7 @@ class Table:
         ms = timestamp_ms_arg(when, what=what)
         if ms is None:
             return version_arg(when, what=what)
-        return version_at(self.log, self.refresh()._snapshot, ms)
+        return version_at(self.log, self._latest(), ms)
 
     def history(self, limit: int | None = None) -> list[CommitRecord]:
         """Commits, newest first: at most ``limit`` (1 or more), every one when None."""
@@ -212,17 +222,21 @@ class Table:
                 f"limit must be a whole number of commits, 1 or more (or None for all of them), "
                 f"not {type(limit).__name__} {limit!r}"
             )
-        self.refresh()
-        return read_history(self.log, self._snapshot, limit)
+        return read_history(self.log, self._latest(), limit)
 
     def segments(self, version: VersionLike | None = None) -> list[SegmentInfo]:
         """Every segment at ``version`` (latest by default), oldest first."""
-        snap = self.refresh()._snapshot if version is None else self.snapshot(version)
+        snap = self._latest() if version is None else self.snapshot(version)
         return segment_infos(snap)
 
     def transaction_version(self, app_id: str) -> int | None:
         """The latest batch id committed for ``app_id``, or None."""
-        return self.refresh()._snapshot.txns.get(app_id)
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidOptionError(
+                "app_id must be the non-empty application id a txn=(app_id, batch_id) was "
+                f"committed with, not {type(app_id).__name__} {app_id!r}"
+            )
+        return self._latest().txns.get(app_id)
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -240,8 +254,9 @@ class Table:
         Columns are cast into the table's types where no value can change (widening
         integers, any string layout, dictionaries, timestamp units and zones; see
         ``docs/FORMAT.md``); anything else raises :class:`SchemaMismatchError` naming the
-        column. ``schema_mode="merge"`` adds the data's new columns (nullable) in the same
-        commit. With ``txn=(app_id, batch_id)`` the batch id is committed in the same version
+        column, and so does a column of the table the data lacks (a named pandas index is
+        the column of its name). ``schema_mode="merge"`` writes missing columns as nulls and
+        adds the data's new columns (nullable) in the same commit. With ``txn=(app_id, batch_id)`` the batch id is committed in the same version
         as the data, and an append whose batch id the table already holds (or passed) is
         skipped: ``result.skipped`` is then True and nothing is written.
 
@@ -298,7 +313,7 @@ class Table:
         """Every partition with rows at ``version`` (latest by default): its value, rows,
         bytes, files, the newest version that wrote to it and its content hash (when known).
         Empty for an unpartitioned table."""
-        snap = self.refresh()._snapshot if version is None else self.snapshot(version)
+        snap = self._latest() if version is None else self.snapshot(version)
         return partition_infos(snap, partition_spec(snap.metadata))
 
     def publish(
@@ -336,7 +351,12 @@ class Table:
     def state(self, name: str, version: VersionLike | None = None) -> pa.Table:
         """The state table the newest publish (up to ``version``) stored under ``name``;
         :class:`InvalidOptionError` if none did."""
-        snap = self.refresh()._snapshot if version is None else self.snapshot(version)
+        if not isinstance(name, str):
+            raise InvalidOptionError(
+                f"a state's name is a string (a key of publish's state=), not "
+                f"{type(name).__name__} {name!r}"
+            )
+        snap = self._latest() if version is None else self.snapshot(version)
         stored = snap.states.get(name)
         if stored is None:
             known = ", ".join(repr(n) for n in sorted(snap.states)) or "none"
@@ -369,8 +389,7 @@ class Table:
         if keys and not overwrite:
             return self._upsert(data, txn, progress)
         if keys:  # an overwrite of a primary-key table keeps the last row of each key
-            where = repr(self.path)
-            data = deduplicated(source_table(data, self.schema, keys, where), keys, where)
+            data = keyed_rows(data, self.schema, keys, repr(self.path))
         with self._writer.lock:
             self.refresh()
             before = self._snapshot
@@ -399,7 +418,8 @@ class Table:
     ) -> CommitResult:
         """An append to a primary-key table: the last row of each key of ``data`` replaces
         the table's row of that key, or is inserted."""
-        batches = list(iter_record_batches(data))  # read once: a retry plans again on them
+        # read once (a retry plans again on them); a named pandas index the table has is data
+        batches = list(iter_record_batches(data, schema=self.schema))
         try:
             plan, version = self._change_rows(
                 "UPSERT",
@@ -451,7 +471,7 @@ class Table:
         null); table rows no source row matches are left or, with
         ``when_not_matched_by_source="delete"``, deleted. A table row matched by two source
         rows raises :class:`DuplicateKeyError`. Null keys match nothing."""
-        keys = [on] if isinstance(on, str) else list(on)
+        keys = list(names_arg(on, what="on", example="['id']", one_string=True))
         if not keys or any(not isinstance(k, str) for k in keys):
             raise InvalidOptionError(f"on must name the key columns, such as ['id'], not {on!r}")
         for name, value, allowed in (
@@ -461,7 +481,8 @@ class Table:
         ):
             if value not in allowed:
                 raise InvalidOptionError(f"{name} must be one of {allowed}, not {value!r}")
-        batches = list(iter_record_batches(source))  # read once: a retry plans again on them
+        # read once (a retry plans again on them); a named pandas index the table has is data
+        batches = list(iter_record_batches(source, schema=self.schema))
         plan, version = self._change_rows(
             "MERGE",
             lambda snap, reader: plan_merge(
@@ -643,6 +664,8 @@ class Table:
         """Turn every STREAMING_FINISH segment into a sorted COLUMNAR segment (CarbonData's
         handoff). Ingestion into the current STREAMING segment goes on meanwhile.
         ``progress(done, total)``: bytes, see ``carbonlite/compaction/progress.py``."""
+        executor = callback_arg(executor, what="executor")
+        progress = callback_arg(progress, what="progress")
         return self._compact("handoff", None, executor, progress)
 
     def compact(
@@ -669,6 +692,8 @@ class Table:
                     what="segment id",
                     fix=f"give ids of segments of {self.path!r} as segments() lists them",
                 )
+        executor = callback_arg(executor, what="executor")
+        progress = callback_arg(progress, what="progress")
         return self._compact(kind, segments, executor, progress)
 
     def _compact(
@@ -716,7 +741,7 @@ class Table:
             retention_seconds=duration_seconds_of(retention, what="retention"),
             dry_run=flag_arg(dry_run, what="dry_run"),
             force=flag_arg(force, what="force"),
-            progress=progress,
+            progress=callback_arg(progress, what="progress"),
             writer_id=self.writer_id,
         )
         self._advance(snapshot)
@@ -732,7 +757,7 @@ class Table:
         dry_run = flag_arg(dry_run, what="dry_run")
         return recover(
             self.log,
-            self.refresh()._snapshot,
+            self._latest(),
             dry_run=dry_run,
             min_age_seconds=DEFAULT_MIN_AGE_SECONDS if age is None else age,
         )
@@ -743,7 +768,8 @@ class Table:
         """Read every committed blocklet; check checksums, layout and statistics against the
         log. Problems are reported (file, offset, what), not raised. ``progress(done,
         total)``: bytes checked, see ``carbonlite/compaction/progress.py``."""
-        snapshot = self.refresh()._snapshot if version is None else self.snapshot(version)
+        progress = callback_arg(progress, what="progress")
+        snapshot = self._latest() if version is None else self.snapshot(version)
         return verify(self.log, snapshot, storage_options=self.storage_options, progress=progress)
 
     # --- reading ------------------------------------------------------------------------------
@@ -751,6 +777,7 @@ class Table:
     def _plan(
         self, columns: Sequence[str] | None, filter: FilterLike, version: VersionLike | None
     ) -> tuple[ScanPlan, Filter | None]:
+        columns = columns_arg(columns)
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
         return plan_scan(snap, columns=columns, filter=parsed), parsed
@@ -773,15 +800,26 @@ class Table:
         filter: FilterLike = None,
         version: VersionLike | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows of one split (from :meth:`plan_splits`), filtered and projected."""
+        """The rows of one split (from :meth:`plan_splits`), filtered and projected. The
+        arguments are checked at once; the rows are read as the iterator is."""
+        if not isinstance(split, Split):
+            raise InvalidOptionError(
+                f"split must be one of the splits plan_splits() returns, not "
+                f"{type(split).__name__} {split!r}"
+            )
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
-        schema = project_schema(snap.schema, columns, where=repr(self.path))
+        schema = project_schema(snap.schema, columns_arg(columns), where=repr(self.path))
+        return self._read_split(split, snap.schema, schema, parsed)
+
+    def _read_split(
+        self, split: Split, table_schema: pa.Schema, schema: pa.Schema, filter: Filter | None
+    ) -> Iterator[pa.RecordBatch]:
         reader = SplitReader(
-            self.storage, self.root, snap.schema, storage_options=self.storage_options
+            self.storage, self.root, table_schema, storage_options=self.storage_options
         )
         try:
-            yield from read_splits(reader, [split], schema, parsed)
+            yield from read_splits(reader, [split], schema, filter)
         finally:
             reader.close()
 
@@ -850,7 +888,7 @@ class Table:
         ``_commit_timestamp`` columns. A ``datetime`` start means the first version committed
         at or after it, a ``datetime`` end the last one committed at or before it."""
         start_ms = timestamp_ms_arg(start_version, what="start_version")
-        latest = self.refresh()._snapshot
+        latest = self._latest()
         if start_ms is None:
             first = version_arg(start_version, what="start_version")
         else:

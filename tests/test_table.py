@@ -177,7 +177,7 @@ def _assert_unchanged(t: cl.Table, version: int, expected: list[dict]) -> None:
     ("data", "differences"),
     [
         (
-            pa.table({"id": [1], "name": [2], "score": ["x"]}),
+            pa.table({"id": [1], "name": [2], "score": ["x"], "ts": events(0, 1).column("ts")}),
             [
                 "column 'name': expected type string, found int64 (no cast keeps every value; "
                 "cast it explicitly if that is intended)",
@@ -185,16 +185,23 @@ def _assert_unchanged(t: cl.Table, version: int, expected: list[dict]) -> None:
                 "cast it explicitly if that is intended)",
             ],
         ),
-        (pa.table({"name": ["a"]}), ["column 'id' (int64) is missing"]),
         (
-            pa.table({"id": [1], "bogus": [1.0], "other": ["x"]}),
+            pa.table({"name": ["a"]}),
+            [
+                "column 'id' (int64) is missing",
+                "column 'score' (double) is missing",
+                "column 'ts' (timestamp[us, tz=UTC]) is missing",
+            ],
+        ),
+        (
+            events(0, 1).append_column("bogus", pa.array([1.0])).append_column("other", ["x"]),
             [
                 "column 'bogus' (double) is not in the schema",
                 "column 'other' (string) is not in the schema",
             ],
         ),
         (
-            pa.table({"id": pa.array([1, None], pa.int64())}),
+            events(0, 2).set_column(0, "id", pa.array([1, None], pa.int64())),
             ["column 'id' is declared non-nullable but has 1 null(s)"],
         ),
     ],
@@ -230,9 +237,17 @@ def test_a_bad_batch_late_in_a_stream_commits_nothing(mem_uri: str) -> None:
     assert [s.files for s in t.segments()] == [1]
 
 
-def test_missing_nullable_columns_are_filled_with_nulls(mem_uri: str) -> None:
+def test_missing_columns_are_refused_unless_schema_mode_merge(mem_uri: str) -> None:
+    """A column the table has and the data lacks is not null data: strict mode (the default)
+    refuses it, naming the columns, and commits nothing; ``schema_mode="merge"`` fills it."""
     t = cl.create_table(mem_uri, EVENTS)
-    t.append(pa.table({"ts": events(0, 2).column("ts"), "id": [0, 1]}))  # any column order
+    data = pa.table({"ts": events(0, 2).column("ts"), "id": [0, 1]})  # any column order
+    with pytest.raises(cl.SchemaMismatchError, match=r"lacks the columns \['name', 'score'\]"):
+        t.append(data)
+    with pytest.raises(cl.SchemaMismatchError, match="schema_mode='merge'"):
+        t.overwrite(data)
+    assert t.refresh().version == 0
+    t.append(data, schema_mode="merge")
     got = t.to_arrow()
     assert got.schema.equals(EVENTS)
     assert got.column("id").to_pylist() == [0, 1]
@@ -365,7 +380,7 @@ def test_history_records_every_commit(mem_uri: str) -> None:
     t.append(events(0, 3))
     t.append(events(3, 4), txn=("app", 7))
     t.add_columns(pa.field("extra", pa.string()))
-    t.overwrite(events(10, 2))
+    t.overwrite(events(10, 2), schema_mode="merge")  # without the column added: null
     t.append(events(0, 0))  # nothing to commit
     history = cl.open_table(mem_uri).history()
     assert [h.version for h in history] == [4, 3, 2, 1, 0]
@@ -559,7 +574,10 @@ class TableModel(RuleBasedStateMachine):
             )
         size = max(1, -(-given.num_rows // pieces))
         batches = given.to_batches(max_chunksize=size)
-        result = self.table.append(batches)
+        if batches and given.num_columns < new.num_columns:  # strict refuses it; merge fills
+            with pytest.raises(cl.SchemaMismatchError, match=f"lacks the columns \\['{name}'\\]"):
+                self.table.append(batches)
+        result = self.table.append(batches, schema_mode="merge" if drop else "strict")
         if new.num_rows == 0:
             assert result.version is None and not result.skipped
             return

@@ -30,7 +30,10 @@ def commit_timestamp(log: Log, version: int) -> int | None:
 
 
 def _iso(ms: int) -> str:
-    when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    except (ValueError, OverflowError, OSError):  # before year 1 or after 9999
+        return f"{ms} ms since the epoch"
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

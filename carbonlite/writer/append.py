@@ -452,7 +452,7 @@ class TableWriter:
     ) -> tuple[CommitResult, Snapshot]:
         props = TableProperties(snapshot.properties)
         schema = snapshot.schema
-        batches: Iterator[pa.RecordBatch] = iter_record_batches(data)
+        batches: Iterator[pa.RecordBatch] = iter_record_batches(data, schema=schema)
         metadata = None
         if merge_schema:
             first = next(batches, None)
@@ -462,7 +462,7 @@ class TableWriter:
                 if not merged.equals(schema):
                     metadata = (snapshot.metadata, replace(snapshot.metadata, schema=merged))
                     schema = merged
-        rows = conformed_batches(batches, schema, where=log.uri)
+        rows = conformed_batches(batches, schema, where=log.uri, fill_missing=merge_schema)
         if parts is None:
             parts = route_rows(partition_spec(snapshot.metadata), rows, schema)
         else:  # already split (a publish): conform each part's rows

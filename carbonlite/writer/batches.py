@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -9,10 +10,18 @@ import pyarrow as pa
 
 from carbonlite.errors import InvalidOptionError, SchemaMismatchError
 from carbonlite.format.casts import storage_type
-from carbonlite.format.conform import conform_batch
+from carbonlite.format.conform import conform_batch, schema_differences
 from carbonlite.format.types import check_schema
 
-__all__ = ["TableData", "conformed_batches", "iter_record_batches", "merged_schema"]
+__all__ = [
+    "TableData",
+    "check_complete",
+    "conformed_batches",
+    "iter_record_batches",
+    "merged_schema",
+    "new_table_schema",
+    "schema_and_batches",
+]
 
 TableData = Any
 """``pyarrow.Table``, ``RecordBatch``, ``RecordBatchReader``, an iterable of batches, a pandas
@@ -24,20 +33,59 @@ def _is_frame(data: object, module: str) -> bool:
     return kind.__name__ in ("DataFrame", "LazyFrame") and kind.__module__.split(".")[0] == module
 
 
-def _from_pandas(data: Any) -> pa.Table:
-    """A pandas DataFrame's columns (its index is not data: reset_index() to keep it)."""
+def _index_levels(data: Any, schema: pa.Schema | None) -> list[str]:
+    """The levels of a pandas DataFrame's index that are data: the named ones (an unnamed
+    index, such as the default ``RangeIndex``, only numbers the rows) that ``schema`` has as
+    columns (every named one when ``schema`` is None) and the frame has not as a column too."""
+    names = [n for n in data.index.names if isinstance(n, str)]
+    return [n for n in names if (schema is None or n in schema.names) and n not in data.columns]
+
+
+def _failing_column(data: Any) -> str:
+    """Which column of a pandas DataFrame Arrow cannot convert, and why (for a message)."""
+    for name in data.columns:
+        try:
+            pa.Array.from_pandas(data[name])
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+            return f"column {name!r}: {' '.join(str(exc).split())}"
+    return "a column Arrow cannot convert"
+
+
+def _from_pandas(data: Any, schema: pa.Schema | None) -> pa.Table:
+    """A pandas DataFrame's columns, and the index levels :func:`_index_levels` names as
+    data; an unnamed index is not data (``reset_index()`` to keep it)."""
+    levels = _index_levels(data, schema)
+    if levels:
+        data = data.reset_index(level=levels)
     try:
         return pa.Table.from_pandas(data, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
         raise SchemaMismatchError(
-            "cannot convert the pandas DataFrame to Arrow", [" ".join(str(exc).split())]
+            "cannot convert the pandas DataFrame to Arrow", [_failing_column(data)]
         ) from None
 
 
-def iter_record_batches(data: TableData) -> Iterator[pa.RecordBatch]:
-    """The record batches of ``data``, lazily for readers and iterables."""
+def _stream_reader(data: Any) -> pa.RecordBatchReader:
+    """The reader of an object with ``__arrow_c_stream__``: a stream of record batches (a
+    ``ChunkedArray``'s stream of plain arrays is no table's rows)."""
+    try:
+        return pa.RecordBatchReader.from_stream(data)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise InvalidOptionError(
+            f"{type(data).__name__} is not table data: its Arrow stream is not a stream of "
+            f"record batches ({' '.join(str(exc).split())}); give a table, such as "
+            "pa.table({'col': array})"
+        ) from None
+
+
+def iter_record_batches(
+    data: TableData, *, schema: pa.Schema | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The record batches of ``data``, lazily for readers and iterables. A pandas
+    DataFrame's named index levels are columns too: those ``schema`` (the table written to)
+    has, every one when ``schema`` is None (the data defines a new table)."""
     if _is_frame(data, "pandas"):
-        yield from _from_pandas(data).to_batches()
+        yield from _from_pandas(data, schema).to_batches()
     elif _is_frame(data, "polars") and type(data).__name__ == "LazyFrame":
         raise InvalidOptionError(
             "a Polars LazyFrame is a query, not data: append lazy_frame.collect() (or "
@@ -50,7 +98,7 @@ def iter_record_batches(data: TableData) -> Iterator[pa.RecordBatch]:
     elif isinstance(data, pa.RecordBatchReader):
         yield from data
     elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, (str, bytes)):
-        yield from pa.RecordBatchReader.from_stream(data)
+        yield from _stream_reader(data)
     elif isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
         for item in data:
             if isinstance(item, pa.RecordBatch):
@@ -70,29 +118,73 @@ def iter_record_batches(data: TableData) -> Iterator[pa.RecordBatch]:
 
 
 def conformed_batches(
-    data: TableData, schema: pa.Schema, *, where: str
+    data: TableData, schema: pa.Schema, *, where: str, fill_missing: bool = True
 ) -> Iterator[pa.RecordBatch]:
-    """Batches of ``data`` in ``schema``'s exact shape (missing nullable columns become null)."""
-    for batch in iter_record_batches(data):
-        yield conform_batch(batch, schema, where=where, allow_missing_nullable=True)
+    """Batches of ``data`` in ``schema``'s exact shape. ``fill_missing``: nullable columns
+    the data lacks become null (``schema_mode="merge"``, a Spark or Flight writer); otherwise
+    a column the data lacks is a :class:`SchemaMismatchError` naming every one."""
+    for batch in iter_record_batches(data, schema=schema):
+        if not fill_missing:
+            check_complete(batch.schema, schema, where=where, fix=_FILL_WITH_MERGE)
+        yield conform_batch(batch, schema, where=where, allow_missing_nullable=fill_missing)
+
+
+_FILL_WITH_MERGE = "give them in the data, or pass schema_mode='merge' to write them as nulls"
+
+
+def check_complete(found: pa.Schema, schema: pa.Schema, *, where: str, fix: str) -> None:
+    """Raise :class:`SchemaMismatchError` when data of schema ``found`` lacks columns of
+    ``schema`` (``schema_mode="strict"``: a missing column is not a null one), naming them
+    and saying ``fix``, what to do instead; its differences list every other one too."""
+    missing = [f.name for f in schema if f.name not in found.names]
+    if missing:
+        raise SchemaMismatchError(
+            f"data for {where} lacks the columns {missing} of the table: {fix}",
+            schema_differences(schema, found),
+        )
+
+
+def _stored_fields(
+    fields: Iterable[pa.Field], problems: list[str], *, keep_nullability: bool
+) -> list[pa.Field]:
+    """``fields`` of incoming data as a table stores them: each in its storage type (one
+    layout per kind: ``string`` for ``large_string`` and ``string_view``, a dictionary's value
+    type, ``list`` for ``large_list``), without metadata; nullable unless
+    ``keep_nullability``. A column of only nulls has no type to store: a line in
+    ``problems``."""
+    out = []
+    for field in fields:
+        t = storage_type(field.type)
+        if t is None:
+            problems.append(
+                f"column {field.name!r} holds only nulls, so its type is unknown: give it a "
+                "type in the data (or create the table or add the column with its type)"
+            )
+        else:
+            out.append(pa.field(field.name, t, nullable=field.nullable or not keep_nullability))
+    return out
+
+
+def new_table_schema(incoming: pa.Schema, *, where: str) -> pa.Schema:
+    """The schema a new table gets from data of schema ``incoming`` (``write_table``): the
+    data's columns in their storage types, with their nullability, and no metadata (the
+    ``pandas`` key pyarrow adds is not the table's)."""
+    problems: list[str] = []
+    fields = _stored_fields(incoming, problems, keep_nullability=True)
+    if problems:
+        raise SchemaMismatchError(f"cannot make a table schema for {where} from the data", problems)
+    schema = pa.schema(fields)
+    check_schema(schema)
+    return schema
 
 
 def merged_schema(schema: pa.Schema, incoming: pa.Schema, *, where: str) -> pa.Schema:
     """``schema`` with the columns of ``incoming`` it lacks added at the end, nullable, in
     their storage types (``schema_mode="merge"``, Delta's ``mergeSchema``). Existing columns
     keep their types: incoming ones must still cast into them."""
-    new, problems = [], []
-    for field in incoming:
-        if field.name in schema.names:
-            continue
-        t = storage_type(field.type)
-        if t is None:
-            problems.append(
-                f"new column {field.name!r} holds only nulls, so its type is unknown: give it a "
-                "type in the data or add it first with add_columns"
-            )
-        else:
-            new.append(pa.field(field.name, t, nullable=True))
+    problems: list[str] = []
+    fresh = [f for f in incoming if f.name not in schema.names]
+    new = _stored_fields(fresh, problems, keep_nullability=False)
     if problems:
         raise SchemaMismatchError(f"cannot merge the data's schema into {where}", problems)
     if not new:
@@ -100,3 +192,21 @@ def merged_schema(schema: pa.Schema, incoming: pa.Schema, *, where: str) -> pa.S
     merged = pa.schema([*schema, *new], metadata=schema.metadata)
     check_schema(merged)
     return merged
+
+
+def schema_and_batches(data: TableData) -> tuple[pa.Schema | None, Iterator[pa.RecordBatch]]:
+    """The schema of ``data`` (every named pandas index level a column) and its batches,
+    read lazily; the schema is None only for an iterable that holds no batch at all."""
+    if _is_frame(data, "pandas"):
+        data = _from_pandas(data, None)
+    elif hasattr(data, "__arrow_c_stream__") and not isinstance(
+        data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader, str, bytes)
+    ):
+        data = _stream_reader(data)
+    if isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        return data.schema, iter_record_batches(data)
+    batches = iter_record_batches(data)
+    first = next(batches, None)
+    if first is None:
+        return None, iter(())
+    return first.schema, itertools.chain([first], batches)

@@ -110,7 +110,8 @@ def _write(
         file=file,
         committed_length=committed,
         schema=plan.schema,
-        batches=conformed_batches(batches, plan.schema, where=plan.uri),
+        # the Spark sink takes a DataFrame without some nullable columns (spark/sink.py)
+        batches=conformed_batches(batches, plan.schema, where=plan.uri, fill_missing=True),
         storage_options=plan.storage_options,
         compression_level=plan.compression_level,
         codec=plan.codec,

@@ -20,11 +20,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from carbonlite.errors import DuplicateKeyError, InvalidOptionError, SchemaMismatchError
+from carbonlite.format.conform import conform_value
 from carbonlite.metadata import BlockletEntry, Snapshot
-from carbonlite.reader.expression import Filter, parse_filter
+from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
-from carbonlite.writer.batches import TableData, conformed_batches, iter_record_batches
+from carbonlite.writer.batches import (
+    TableData,
+    check_complete,
+    conformed_batches,
+    iter_record_batches,
+)
 from carbonlite.writer.row_changes import (
     KeyCache,
     Selection,
@@ -32,6 +38,7 @@ from carbonlite.writer.row_changes import (
     read_positions,
     select_rows,
 )
+from carbonlite.writer.unique_keys import check_unique_keys, key_range_filter
 
 __all__ = [
     "MatchedAction",
@@ -40,6 +47,7 @@ __all__ = [
     "NotMatchedBySourceAction",
     "RowChangePlan",
     "deduplicated",
+    "keyed_rows",
     "plan_delete",
     "plan_merge",
     "plan_update",
@@ -113,8 +121,10 @@ def _assignments(
             out[f.name] = pc.field(f.name)
             continue
         value = assignments[f.name]
-        expression = value if isinstance(value, pc.Expression) else pc.scalar(value)
-        out[f.name] = expression.cast(f.type)
+        if isinstance(value, pc.Expression):
+            out[f.name] = value.cast(f.type)  # checked when evaluated (plan_update)
+        else:
+            out[f.name] = pc.scalar(conform_value(value, f, where=f"the update of {where}"))
     return out
 
 
@@ -143,7 +153,22 @@ def plan_update(
         "predicate": str(filter.expression) if filter is not None else "true",
         "set": ",".join(sorted(assignments)),
     }
-    return RowChangePlan(selection, new, parameters, rows_updated=old.num_rows)
+    plan = RowChangePlan(selection, new, parameters, rows_updated=old.num_rows)
+    if set(snapshot.metadata.primary_key) & set(assignments):
+        return _keys_checked(reader, plan, "update", where)
+    return plan
+
+
+def _keys_checked(
+    reader: SplitReader, plan: RowChangePlan, operation: str, where: str
+) -> RowChangePlan:
+    """``plan`` (of a change that may write new keys into a primary-key table) if it leaves
+    one row per key (:func:`~carbonlite.writer.unique_keys.check_unique_keys`), made
+    ``exclusive``: a data commit landing before it makes it plan again, and check again."""
+    if not plan.selection.snapshot.metadata.primary_key:
+        return plan
+    check_unique_keys(reader, plan.selection, plan.data, operation, where)
+    return dataclasses.replace(plan, exclusive=True)
 
 
 # --- merge -------------------------------------------------------------------------------------
@@ -153,7 +178,7 @@ _TARGET_ROW = "_carbonlite_target_row"
 
 
 def source_table(source: TableData, schema: pa.Schema, on: Sequence[str], where: str) -> pa.Table:
-    batches = list(iter_record_batches(source))
+    batches = list(iter_record_batches(source, schema=schema))
     if not batches:  # an empty pyarrow Table can have no batches at all
         return schema.empty_table()
     names = batches[0].schema.names
@@ -171,25 +196,35 @@ def source_table(source: TableData, schema: pa.Schema, on: Sequence[str], where:
     return pa.Table.from_batches(conformed, schema=subset)
 
 
-def _key_range_filter(
-    source: pa.Table, on: Sequence[str], schema: pa.Schema, where: str
-) -> Filter | None:
-    """A filter that keeps every target row whose keys lie within the source's key range
-    (what min/max pruning can use); None when some key column has no non-null value."""
-    terms = []
-    for key in on:
-        bounds = pc.min_max(source.column(key))
-        low, high = bounds["min"], bounds["max"]
-        if not low.is_valid:
-            return None
-        terms.append((pc.field(key) >= low) & (pc.field(key) <= high))
-    expression = terms[0]
-    for term in terms[1:]:
-        expression = expression & term
-    return parse_filter(expression, schema, where=where)
-
-
 def plan_merge(
+    reader: SplitReader,
+    snapshot: Snapshot,
+    source: TableData,
+    on: Sequence[str],
+    *,
+    when_matched: MatchedAction,
+    when_not_matched: NotMatchedAction,
+    when_not_matched_by_source: NotMatchedBySourceAction,
+    where: str,
+    cache: KeyCache | None = None,
+) -> RowChangePlan:
+    """:func:`_merged` (see there); in a primary-key table refused with
+    :class:`DuplicateKeyError` when it would leave two rows with one key."""
+    plan = _merged(
+        reader,
+        snapshot,
+        source,
+        on,
+        when_matched=when_matched,
+        when_not_matched=when_not_matched,
+        when_not_matched_by_source=when_not_matched_by_source,
+        where=where,
+        cache=cache,
+    )
+    return _keys_checked(reader, plan, "merge", where)
+
+
+def _merged(
     reader: SplitReader,
     snapshot: Snapshot,
     source: TableData,
@@ -215,7 +250,7 @@ def plan_merge(
     filter = None
     splits: tuple[Split, ...] = ()
     if full_scan or src.num_rows:
-        filter = None if full_scan else _key_range_filter(src, on, schema, where)
+        filter = None if full_scan else key_range_filter(src, on, schema, where)
         if full_scan or filter is not None:  # None: every source key is null, none can match
             splits = plan_scan(snapshot, columns=columns, filter=filter).splits
     output = pa.schema([schema.field(n) for n in columns]) if columns is not None else schema
@@ -359,6 +394,24 @@ def deduplicated(table: pa.Table, keys: Sequence[str], where: str) -> pa.Table:
     return table if len(keep) == table.num_rows else table.take(pa.array(keep))
 
 
+def keyed_rows(data: TableData, schema: pa.Schema, keys: Sequence[str], where: str) -> pa.Table:
+    """``data`` for a primary-key table (an upsert or an overwrite): whole rows, in
+    ``schema``'s columns, the last row of each key (:func:`deduplicated`). A column the data
+    lacks is refused: the row written replaces the table's whole row of its key, so a
+    missing column would silently become null."""
+    rows = source_table(data, schema, keys, where)
+    check_complete(
+        rows.schema,
+        schema,
+        where=where,
+        fix=(
+            "an upsert replaces whole rows, so give every column; to change only some "
+            f"columns of rows, use merge(data, on={list(keys)})"
+        ),
+    )
+    return deduplicated(_in_schema(rows, schema), keys, where)
+
+
 def plan_upsert(
     reader: SplitReader,
     snapshot: Snapshot,
@@ -367,11 +420,10 @@ def plan_upsert(
     cache: KeyCache | None = None,
 ) -> RowChangePlan:
     """``data`` upserted into a primary-key table: its last row of each key replaces the live
-    row of that key (whole rows: columns ``data`` lacks become null) or is inserted."""
+    row of that key (whole rows, :func:`keyed_rows`) or is inserted."""
     keys = snapshot.metadata.primary_key
-    rows = _in_schema(source_table(data, snapshot.schema, keys, where), snapshot.schema)
-    rows = deduplicated(rows, keys, where)
-    merged = plan_merge(
+    rows = keyed_rows(data, snapshot.schema, keys, where)
+    merged = _merged(
         reader,
         snapshot,
         rows,

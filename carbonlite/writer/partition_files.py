@@ -95,7 +95,8 @@ def write_partition_files(
             else replace(before, end=appended.end, blocklets=before.blocklets + appended.blocklets)
         )
 
-    for batch in conformed_batches(batches, plan.schema, where=plan.uri):
+    # the Spark sink takes a DataFrame without some nullable columns (spark/sink.py)
+    for batch in conformed_batches(batches, plan.schema, where=plan.uri, fill_missing=True):
         for value, part in spec.split(batch):
             key = partition_key(spec, value)
             pending.setdefault(key, []).append(part)

@@ -84,6 +84,13 @@ class Selection:
         per_file = self.blocklets.setdefault((split.segment_id, split.file), {})
         per_file.setdefault(blocklet.offset, (blocklet.num_rows, []))[1].append(positions)
 
+    def positions(self, split: Split, blocklet: BlockletEntry) -> np.ndarray:
+        """The positions selected in ``blocklet`` of ``split``'s file (none: empty)."""
+        entry = self.blocklets.get((split.segment_id, split.file), {}).get(blocklet.offset)
+        if entry is None:
+            return np.empty(0, dtype=np.uint32)
+        return np.concatenate(entry[1])
+
     @property
     def num_rows(self) -> int:
         return sum(

@@ -68,7 +68,12 @@ def with_columns(
     snapshot: Snapshot, fields: pa.Field | Sequence[pa.Field] | pa.Schema, *, where: str
 ) -> MetadataCommit:
     """Nullable columns added at the end of the schema (``Table.add_columns``)."""
-    new = [fields] if isinstance(fields, pa.Field) else list(fields)
+    if isinstance(fields, pa.Field):
+        new = [fields]
+    elif isinstance(fields, (pa.Schema, Sequence)) and not isinstance(fields, str):
+        new = list(fields)
+    else:
+        new = []
     if not new or not all(isinstance(f, pa.Field) for f in new):
         raise InvalidOptionError(
             f"add_columns needs one or more pyarrow.Field (or a pyarrow.Schema), got {fields!r}"
@@ -114,7 +119,7 @@ def without_properties(
     """``keys`` removed (so their defaults apply again); None when nothing changes."""
     if isinstance(keys, str):
         keys = [keys]
-    keys = list(keys)
+    keys = list(keys) if isinstance(keys, Iterable) and not isinstance(keys, Mapping) else []
     if not keys or not all(isinstance(k, str) for k in keys):
         raise InvalidOptionError(f"unset_properties needs a list of property names, not {keys!r}")
     unknown = sorted(k for k in keys if k not in PROPERTIES and not k.startswith("user."))

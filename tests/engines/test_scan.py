@@ -45,7 +45,7 @@ def test_a_scan_keeps_its_version_and_a_table_its_loaded_one(tmp_path):
     t.append(make_data(100))
     scan = t.scan()
     other = cl.open_table(t.path)  # loaded at version 1
-    t.append(LATE)
+    t.append(LATE, schema_mode="merge")
     assert pa.table(scan).num_rows == 100  # planned at version 1
     assert pa.table(other).num_rows == 100  # other's loaded version
     assert pa.table(t).num_rows == 110

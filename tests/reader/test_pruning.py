@@ -501,7 +501,7 @@ def test_filters_that_do_not_fit_the_column_types_are_refused(mem_uri: str, bad:
     with pytest.raises(cl.InvalidFilterError) as info:
         t.plan_splits(filter=bad)  # no data yet: nothing to read
     assert mem_uri in str(info.value)
-    t.append(pa.table({"id": [1, 2], "i": pa.array([1, 2], pa.int32())}))
+    t.append(pa.table({"id": [1, 2], "i": pa.array([1, 2], pa.int32())}), schema_mode="merge")
     with pytest.raises(cl.InvalidFilterError):
         t.to_arrow(filter=bad)
     assert t.to_arrow(filter=pc.field("i") > 1).column("id").to_pylist() == [2]

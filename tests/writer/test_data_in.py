@@ -76,7 +76,7 @@ def test_polars_dataframe_and_arrow_c_stream(table):
             data = pa.table({"id": [3], "name": pa.array(["z"], pa.large_string())})
             return data.__arrow_c_stream__(requested_schema)
 
-    table.append(Stream())
+    table.append(Stream(), schema_mode="merge")  # lacks ts and score: merge fills them
     rows = _rows(table)
     assert [r["id"] for r in rows] == [1, 2, 3]
     assert [r["name"] for r in rows] == ["x", "y", "z"]
@@ -113,7 +113,7 @@ def test_polars_lazyframe_is_refused_with_the_fix(table):
     ],
 )
 def test_safe_casts_keep_every_value(table, column, array, expected):
-    table.append(pa.table({column: array}))
+    table.append(pa.table({column: array}), schema_mode="merge")  # the other columns null
     assert table.to_arrow(columns=[column])[column].to_pylist() == expected
     assert table.schema == SCHEMA
 
@@ -129,9 +129,9 @@ def test_safe_casts_keep_every_value(table, column, array, expected):
     ],
 )
 def test_unsafe_casts_name_the_column_and_commit_nothing(table, column, array, why):
-    table.append(pa.table({"id": [7]}))
+    table.append(pa.table({"id": [7]}), schema_mode="merge")
     with pytest.raises(cl.SchemaMismatchError, match=rf"column '{column}'.*{why}") as info:
-        table.append(pa.table({column: array}))
+        table.append(pa.table({column: array}), schema_mode="merge")
     assert table.refresh().version == 1
     assert table.to_arrow()["id"].to_pylist() == [7]
     assert column in str(info.value)
@@ -140,7 +140,9 @@ def test_unsafe_casts_name_the_column_and_commit_nothing(table, column, array, w
 def test_spark_timestamp_ntz_into_a_utc_column(table):
     """Spark's timestamp_ntz arrives as a zone-less timestamp: the same wall time in UTC."""
     naive = datetime.datetime(2026, 3, 4, 5, 6, 7)
-    table.append(pa.table({"id": [1], "ts": pa.array([naive], pa.timestamp("us"))}))
+    table.append(
+        pa.table({"id": [1], "ts": pa.array([naive], pa.timestamp("us"))}), schema_mode="merge"
+    )
     assert table.to_arrow()["ts"].to_pylist() == [naive.replace(tzinfo=UTC)]
 
 
@@ -167,7 +169,7 @@ def test_integer_rule_matches_the_values(found, expected, data):
 
 
 def test_schema_mode_merge_adds_columns_in_the_same_commit(table):
-    table.append(pa.table({"id": [1]}))
+    table.append(pa.table({"id": [1]}), schema_mode="merge")
     df = pd.DataFrame({"id": [2], "country": ["fr"], "tags": pd.Categorical(["a"])})
     result = table.append(df, schema_mode="merge")
     assert result.version == 2  # one commit: the schema and the rows
@@ -197,3 +199,61 @@ def test_schema_mode_merge_refuses_what_it_cannot_type(table):
 def test_strict_mode_refuses_new_columns(table):
     with pytest.raises(cl.SchemaMismatchError, match=r"'extra'.*not in the schema"):
         table.append(pa.table({"id": [1], "extra": [1]}))
+
+
+def test_a_named_pandas_index_is_written_as_its_column(table):
+    """Issue 25: ``append(df.set_index("id"))`` committed id = NULL for every row. A named
+    index level is data when the table has its column; an unnamed index only numbers rows."""
+    df = pd.DataFrame(
+        {
+            "id": [1, 2],
+            "name": ["a", "b"],
+            "ts": pd.to_datetime(["2026-01-01", "2026-01-02"], utc=True),
+        },
+        index=[5, 6],  # unnamed: not data
+    ).assign(score=[0.5, 1.5])
+    table.append(df.set_index("id"))
+    table.append(df.assign(id=[3, 4]).set_index(["id", "name"]))  # a MultiIndex of columns
+    table.append(df.assign(id=[5, 6]).rename_axis("row"))  # a named level the table lacks
+    got = _rows(table)
+    assert [r["id"] for r in got] == [1, 2, 3, 4, 5, 6]
+    assert [r["name"] for r in got] == ["a", "b"] * 3
+    assert table.schema == SCHEMA
+
+
+def test_a_named_index_is_the_key_of_a_merge_and_of_an_upsert(tmp_path):
+    keyed = cl.create_table(str(tmp_path / "pk"), SCHEMA, primary_key=["id"])
+    df = pd.DataFrame(
+        {
+            "id": [1, 2],
+            "name": ["a", "b"],
+            "ts": pd.to_datetime(["2026-01-01", "2026-01-02"], utc=True),
+        }
+    ).assign(score=[0.5, 1.5])
+    keyed.append(df.set_index("id"))
+    keyed.merge(pd.DataFrame({"id": [2], "name": ["B"]}).set_index("id"), on=["id"])
+    assert [(r["id"], r["name"]) for r in _rows(keyed)] == [(1, "a"), (2, "B")]
+
+
+def test_a_missing_column_is_refused_and_merge_mode_fills_it(table):
+    df = pd.DataFrame({"id": [1], "name": ["a"]})
+    with pytest.raises(cl.SchemaMismatchError, match=r"lacks the columns \['ts', 'score'\]"):
+        table.append(df)
+    with pytest.raises(cl.SchemaMismatchError, match="schema_mode='merge'"):
+        table.append(df.set_index("name"))  # name is data now, ts and score still missing
+    assert table.refresh().version == 0
+    table.append(df, schema_mode="merge")
+    assert _rows(table) == [{"id": 1, "name": "a", "ts": None, "score": None}]
+
+
+def test_an_upsert_lacking_a_column_is_refused(tmp_path):
+    """An upsert replaces whole rows: a column the data lacks would silently become null in
+    the row it replaces. merge(data, on=keys) is the way to change some columns."""
+    keyed = cl.create_table(str(tmp_path / "pk"), SCHEMA, primary_key=["id"])
+    keyed.append(pa.table({"id": [1], "name": ["a"], "ts": [None], "score": [2.0]}))
+    with pytest.raises(cl.SchemaMismatchError, match=r"lacks the columns \['ts', 'score'\].*merge"):
+        keyed.append(pa.table({"id": [1], "name": ["b"]}))
+    with pytest.raises(cl.SchemaMismatchError, match=r"lacks the columns \['score'\]"):
+        keyed.overwrite(pa.table({"id": [1], "name": ["b"], "ts": [None]}))
+    keyed.merge(pa.table({"id": [1], "name": ["b"]}), on=["id"])
+    assert _rows(keyed) == [{"id": 1, "name": "b", "ts": None, "score": 2.0}]

@@ -78,7 +78,7 @@ def test_restore_by_timestamp_schema_properties_and_txns(tmp_path):
     time.sleep(0.005)
     t.add_columns(pa.field("extra", pa.int64()))
     t.set_properties({"checkpoint_interval": "7"})
-    t.append(pa.table({"id": [99], "extra": [1]}), txn=("app", 2))
+    t.append(pa.table({"id": [99], "extra": [1]}), txn=("app", 2), schema_mode="merge")
     t.restore(moment)
     assert t.schema == SCHEMA
     assert "checkpoint_interval" not in t.properties

@@ -1,0 +1,209 @@
+"""``carbonlite.write_table``: create-or-write from data, as deltalake's ``write_deltalake``."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import carbonlite as cl
+
+pd = pytest.importorskip("pandas")
+pl = pytest.importorskip("polars")
+
+UTC = datetime.timezone.utc
+
+
+def _ids(t: cl.Table) -> list[int]:
+    return sorted(cl.open_table(t.path).to_arrow().column("id").to_pylist())
+
+
+def test_a_pandas_frame_makes_a_clean_schema(tmp_path: Path) -> None:
+    df = pd.DataFrame(
+        {
+            "id": [1, 2],
+            "name": ["a", None],
+            "kind": pd.Categorical(["x", "y"]),
+            "ts": pd.to_datetime(["2026-01-01", "2026-01-02"], utc=True),
+        }
+    ).set_index("id")  # a named index is data
+    t = cl.write_table(tmp_path / "t", df)
+    assert t.schema.names == ["id", "name", "kind", "ts"]
+    assert t.schema.types[:3] == [pa.int64(), pa.string(), pa.string()]  # not a dictionary
+    assert pa.types.is_timestamp(t.schema.field("ts").type) and t.schema.field("ts").type.tz
+    assert t.schema.metadata is None  # no pandas metadata
+    assert cl.open_table(t.path).schema == t.schema
+    assert t.to_arrow().to_pylist()[0]["id"] == 1 and t.version == 1
+    assert [h.operation for h in t.history()] == ["APPEND", "CREATE TABLE"]
+
+
+def test_layouts_become_one_storage_type_each(tmp_path: Path) -> None:
+    data = pa.table(
+        {
+            "s": pa.array(["a"], pa.large_string()),
+            "v": pa.array(["b"], pa.string_view()),
+            "b": pa.array([b"x"], pa.large_binary()),
+            "bv": pa.array([b"y"], pa.binary_view()),
+            "l": pa.array([[1]], pa.large_list(pa.int32())),
+            "d": pa.array(["k"]).dictionary_encode(),
+        }
+    ).replace_schema_metadata({"pandas": "{}"})
+    t = cl.write_table(tmp_path / "t", data)
+    assert t.schema == pa.schema(
+        [
+            ("s", pa.string()),
+            ("v", pa.string()),
+            ("b", pa.binary()),
+            ("bv", pa.binary()),
+            ("l", pa.list_(pa.int32())),
+            ("d", pa.string()),
+        ]
+    )
+    assert t.to_arrow().to_pylist() == [
+        {"s": "a", "v": "b", "b": b"x", "bv": b"y", "l": [1], "d": "k"}
+    ]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: pa.table({"id": [1, 2]}),
+        lambda: pa.record_batch({"id": [1, 2]}),
+        lambda: pa.table({"id": [1, 2]}).to_reader(),
+        lambda: pa.table({"id": [1, 2]}).to_batches(),
+        lambda: pl.DataFrame({"id": [1, 2]}),
+        lambda: pd.DataFrame({"id": [1, 2]}),
+    ],
+    ids=["table", "batch", "reader", "batches", "polars", "pandas"],
+)
+def test_every_kind_of_data(tmp_path: Path, make: Any) -> None:
+    t = cl.write_table(tmp_path / "t", make())
+    assert t.schema.names == ["id"] and _ids(t) == [1, 2]
+    cl.write_table(tmp_path / "t", make(), mode="append")
+    assert _ids(t) == [1, 1, 2, 2]
+
+
+def test_modes(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    first = pa.table({"id": [1, 2]})
+    t = cl.write_table(path, first, mode="append")  # creates when missing
+    with pytest.raises(cl.TableExistsError, match="mode='append'"):
+        cl.write_table(path, first)
+    assert cl.open_table(path).version == 1
+    cl.write_table(path, pa.table({"id": [3]}), mode="append")
+    assert _ids(t) == [1, 2, 3]
+    done = cl.write_table(path, pa.table({"id": [9]}), mode="overwrite")
+    assert _ids(done) == [9] and done.version == 3
+    fresh = cl.write_table(tmp_path / "u", first, mode="overwrite")  # creates too
+    assert _ids(fresh) == [1, 2]
+
+
+def test_layout_and_properties_of_a_new_table(tmp_path: Path) -> None:
+    data = pa.table({"id": [1, 1, 2], "region": ["eu", "eu", "us"], "v": [1, 2, 3]})
+    t = cl.write_table(
+        tmp_path / "t",
+        data,
+        partition_by=["region"],
+        primary_key=["id"],
+        sort_columns=["v"],
+        properties={"blocklet_max_rows": "10"},
+    )
+    assert (t.partition_by, t.primary_key, t.sort_columns) == (("region",), ("id",), ("v",))
+    assert t.properties == {"blocklet_max_rows": "10"}
+    assert sorted(t.to_arrow().to_pylist(), key=str) == [
+        {"id": 1, "region": "eu", "v": 2},
+        {"id": 2, "region": "us", "v": 3},
+    ]
+    again = cl.write_table(
+        tmp_path / "t", data.slice(2), mode="append", partition_by=["region"], primary_key="id"
+    )
+    assert again.version == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"mode": "upsert"}, cl.InvalidOptionError, "mode must be one of"),
+        ({"mode": None}, cl.InvalidOptionError, "mode must be one of"),
+        ({"partition_by": ["nope"]}, cl.InvalidOptionError, "'nope'"),
+        ({"partition_by": "id"}, cl.InvalidOptionError, "partition_by must be a list"),
+        ({"partition_by": 5}, cl.InvalidOptionError, "partition_by must be a list"),
+        ({"primary_key": ["nope"]}, cl.InvalidOptionError, "'nope' is not in the schema"),
+        ({"primary_key": {"id": 1}}, cl.InvalidOptionError, "primary_key must be a list"),
+        ({"sort_columns": ["nope"]}, cl.InvalidOptionError, "'nope' is not in the schema"),
+        ({"properties": {"nope": "1"}}, cl.InvalidOptionError, "not a table property"),
+        ({"properties": ["x"]}, cl.InvalidOptionError, "properties must be a mapping"),
+        ({"storage_options": "x"}, cl.InvalidOptionError, "storage_options must be a mapping"),
+        ({"schema_mode": "loose"}, cl.InvalidOptionError, "schema_mode"),
+        ({"writer_id": "a/b"}, cl.InvalidOptionError, "writer_id"),
+    ],
+)
+def test_bad_arguments_create_nothing(
+    tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        cl.write_table(tmp_path / "t", pa.table({"id": [1]}), **kwargs)
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "match"),
+    [
+        (None, cl.InvalidOptionError, "data must be"),
+        ({"id": [1]}, cl.InvalidOptionError, "data must be"),
+        ("id", cl.InvalidOptionError, "data must be"),
+        ([], cl.InvalidOptionError, "holds no batch"),
+        (pa.table({"n": pa.nulls(2)}), cl.SchemaMismatchError, "'n' holds only nulls"),
+        (pa.table({"m": [1]}).drop_columns(["m"]), cl.SchemaMismatchError, "at least one column"),
+        (pd.DataFrame({"id": [1, "x"]}), cl.SchemaMismatchError, "column 'id'"),
+        (pl.LazyFrame({"id": [1]}), cl.InvalidOptionError, "collect"),
+    ],
+    ids=["none", "dict", "str", "empty-iterable", "null-column", "no-columns", "mixed", "lazy"],
+)
+def test_bad_data_creates_nothing(tmp_path: Path, data: Any, error: Any, match: str) -> None:
+    with pytest.raises(error, match=match):
+        cl.write_table(tmp_path / "t", data)
+    assert not (tmp_path / "t").exists()
+
+
+def test_null_keys_are_refused_before_the_table_is_created(tmp_path: Path) -> None:
+    with pytest.raises(cl.SchemaMismatchError, match="nulls"):
+        cl.write_table(tmp_path / "t", pa.table({"id": [1, None]}), primary_key=["id"])
+    assert not (tmp_path / "t").exists()
+
+
+def test_an_existing_table_keeps_its_layout(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    cl.write_table(path, pa.table({"id": [1], "r": ["eu"]}), partition_by=["r"])
+    for kwargs, match in [
+        ({"partition_by": []}, r"partition_by is \['r'\], not \[\]"),
+        ({"primary_key": ["id"]}, "primary_key is"),
+        ({"sort_columns": ["id"]}, "sort_columns is"),
+        ({"properties": {"blocklet_max_rows": "5"}}, "set_properties"),
+    ]:
+        with pytest.raises(cl.InvalidOptionError, match=match):
+            cl.write_table(path, pa.table({"id": [2], "r": ["us"]}), mode="append", **kwargs)
+    assert cl.open_table(path).version == 1
+    with pytest.raises(cl.SchemaMismatchError, match=r"lacks the columns \['r'\]"):
+        cl.write_table(path, pa.table({"id": [2]}), mode="append")
+    cl.write_table(path, pa.table({"id": [2]}), mode="append", schema_mode="merge")
+    assert cl.open_table(path).version == 2
+
+
+def test_a_file_in_the_way_and_an_empty_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(cl.InvalidOptionError, match="is a file"):
+        cl.write_table(blocker, pa.table({"id": [1]}), mode="append")
+    with pytest.raises(cl.InvalidOptionError, match="empty"):
+        cl.write_table("", pa.table({"id": [1]}))
+    assert blocker.read_text() == "x"
+
+
+def test_an_empty_table_creates_an_empty_table(tmp_path: Path) -> None:
+    t = cl.write_table(tmp_path / "t", pa.table({"id": pa.array([], pa.int32())}))
+    assert t.version == 0 and t.schema == pa.schema([("id", pa.int32())])
+    assert t.to_arrow().num_rows == 0
