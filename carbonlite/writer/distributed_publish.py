@@ -20,21 +20,25 @@ A file's directory is the planned segment's, whichever new segment it ends up in
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import pyarrow as pa
+
 from carbonlite.clock import now_ms
-from carbonlite.errors import CommitConflictError
+from carbonlite.errors import CarbonLiteError, CommitConflictError
 from carbonlite.format.row_hash import ContentSums
-from carbonlite.metadata import BlockletsAppended, Log, StateStored
+from carbonlite.metadata import BlockletsAppended, Log, Snapshot, StateStored
 from carbonlite.metadata.commit import backoff
-from carbonlite.reader.scan import SplitReader
+from carbonlite.reader.planner import Split
+from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import AppendCommit, TableWriter
 from carbonlite.writer.partition_files import PartitionFile, discard_files
 from carbonlite.writer.partition_rows import partition_spec
-from carbonlite.writer.publish import PublishMode, PublishResult, classify
+from carbonlite.writer.publish import Decision, PublishMode, PublishResult, classify
+from carbonlite.writer.unique_keys import check_published_keys
 from carbonlite.writer.write_plan import WritePlan
 
 __all__ = ["commit_publish"]
@@ -75,9 +79,11 @@ def commit_publish(
         )
         try:
             decided = classify(spec, snapshot, hashes, mode, reader)
+            written = [*decided.added, *decided.changed]
+            if snapshot.metadata.primary_key and written:
+                _check_keys(reader, snapshot, decided, files, plan)
         finally:
             reader.close()
-        written = [*decided.added, *decided.changed]
         if not written and not decided.replaced and not states:
             discard_files(plan, [a for group in files.values() for a in group])
             return decided.result(spec, None)
@@ -116,3 +122,24 @@ def commit_publish(
         discard_files(plan, unchanged)
         return decided.result(spec, committed.version)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_keys(
+    reader: SplitReader,
+    snapshot: Snapshot,
+    decided: Decision,
+    files: Mapping[tuple[Any, ...], Sequence[BlockletsAppended]],
+    plan: WritePlan,
+) -> None:
+    """Refuse (and discard every worker's file) a publish into a primary-key table that would
+    repeat a key: the keys of the files it would commit, read back on the driver, against
+    each other and the partitions it keeps (``unique_keys.check_published_keys``)."""
+    keys = pa.schema([snapshot.schema.field(k) for k in snapshot.metadata.primary_key])
+    written = [a for key in (*decided.added, *decided.changed) for a in files[key]]
+    splits = [Split(a.segment_id, a.file, a.end, a.blocklets) for a in written]
+    rows = pa.Table.from_batches(list(read_splits(reader, splits, keys, None)), schema=keys)
+    try:
+        check_published_keys(reader, snapshot, rows, decided.replaced, repr(plan.uri))
+    except CarbonLiteError:
+        discard_files(plan, [a for group in files.values() for a in group])
+        raise

@@ -41,6 +41,7 @@ from carbonlite.storage import Storage
 from carbonlite.writer.append import RowChanges, TableWriter
 from carbonlite.writer.batches import check_complete, conformed_batches
 from carbonlite.writer.partition_rows import PartitionRows, partition_key, partition_spec
+from carbonlite.writer.unique_keys import check_published_keys
 
 __all__ = [
     "STATE_DIR",
@@ -155,6 +156,7 @@ class Payloads:
         schema: pa.Schema,
         where: str,
     ) -> None:
+        self.where = where
         if not spec.is_partitioned:
             raise InvalidOptionError(
                 f"publish needs a partitioned table; {where} has no partition_by (create it "
@@ -257,6 +259,11 @@ def plan_publish(
         PartitionRows(key, given.rows(key), given.hashes[key])
         for key in (*decided.added, *decided.changed)
     )
+    if snapshot.metadata.primary_key and parts:
+        # checked on the version planned on: a publish commits as an overwrite, which any
+        # data commit since makes plan again (DataUnchangedSince), and check again
+        written = pa.concat_tables([p.data for p in parts])
+        check_published_keys(reader, snapshot, written, decided.replaced, given.where)
     return decided, parts
 
 

@@ -12,18 +12,20 @@ where the check runs again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from carbonlite.errors import DuplicateKeyError, SchemaMismatchError
+from carbonlite.metadata import Snapshot
 from carbonlite.reader.expression import Filter, parse_filter
 from carbonlite.reader.planner import plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
 from carbonlite.writer.row_changes import Selection, read_positions
 
-__all__ = ["check_unique_keys", "key_range_filter"]
+__all__ = ["check_published_keys", "check_unique_keys", "key_range_filter"]
 
 _SHOWN = 5
 """Keys a message lists at most."""
@@ -89,6 +91,42 @@ def check_unique_keys(
     keys = list(selection.snapshot.metadata.primary_key)
     if not keys or not written.num_rows:
         return
+    written = _checked_written(written, keys, operation, where)
+    kept = _kept_rows(reader, selection, written, keys, where)
+    _check_no_clash(kept, written, keys, operation, where, selection.snapshot.version)
+
+
+def check_published_keys(
+    reader: SplitReader,
+    snapshot: Snapshot,
+    written: pa.Table,
+    replaced: Collection[tuple[Any, ...]],
+    where: str,
+) -> None:
+    """Refuse a publish into a primary-key table that would leave a null key or two live rows
+    with one key: two written rows with the same key (in one partition or in two), or a
+    written row with the key of a row in a partition the publish keeps (a key that moved to
+    another partition must leave its old one in the same publish)."""
+    keys = list(snapshot.metadata.primary_key)
+    if not keys or not written.num_rows:
+        return
+    written = _checked_written(written, keys, "publish", where)
+    output = pa.schema([snapshot.schema.field(k) for k in keys])
+    filter = key_range_filter(written, keys, snapshot.schema, where)
+    splits = [
+        s
+        for s in plan_scan(snapshot, columns=keys, filter=filter).splits
+        if snapshot.segments[s.segment_id].partition not in replaced
+    ]
+    kept = pa.Table.from_batches(
+        [b.select(keys) for _, _, b in read_positions(reader, splits, output, filter)],
+        schema=output,
+    )
+    _check_no_clash(kept, written, keys, "publish", where, snapshot.version)
+
+
+def _checked_written(written: pa.Table, keys: list[str], operation: str, where: str) -> pa.Table:
+    """The key columns of ``written``, refused when a key is null or repeated."""
     written = written.select(keys)
     for key in keys:
         if written.column(key).null_count:
@@ -103,12 +141,17 @@ def check_unique_keys(
             f"({_shown(twice)}): a primary-key table holds one row per key, so nothing was "
             "committed (make the new keys distinct)"
         )
-    kept = _kept_rows(reader, selection, written, keys, where)
+    return written
+
+
+def _check_no_clash(
+    kept: pa.Table, written: pa.Table, keys: list[str], operation: str, where: str, version: int
+) -> None:
     clash = kept.join(written, keys=keys, join_type="left semi", use_threads=False)
     if clash.num_rows:
         raise DuplicateKeyError(
             f"{operation} of {where} would write rows with primary keys {keys} that rows it "
-            f"leaves in place hold at version {selection.snapshot.version} ({_shown(clash)}): a "
-            "primary-key table holds one row per key, so nothing was committed (choose other "
-            "keys, or delete or change those rows in the same merge)"
+            f"leaves in place hold at version {version} ({_shown(clash)}): a primary-key "
+            "table holds one row per key, so nothing was committed (choose other keys, or "
+            "delete or change those rows in the same change)"
         )

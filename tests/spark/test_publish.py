@@ -226,3 +226,21 @@ def test_stream_into_a_partitioned_table_commits_each_micro_batch_once(
     for p in t.partitions():
         rows = t.to_arrow(filter=pc.field("k") == p.value[0])
         assert rows.num_rows == p.rows and set(rows.column("k").to_pylist()) == {p.value[0]}
+
+
+def test_a_publish_into_a_primary_key_table_never_repeats_a_key(spark: Any, tmp_path: Path) -> None:
+    """The executors' files are key-checked on the driver before the commit: a key published
+    into one partition while a kept partition holds it is refused, nothing committed and no
+    file left; moving it with its old partition in the same publish is fine."""
+    path = tmp_path / "t"
+    table = cl.create_table(path, SCHEMA, partition_by=["region"], primary_key=["id"])
+    table.append(rows({"eu": range(0, 3), "us": range(3, 5)}))
+    before = files_on_disk(path)
+    with pytest.raises(Exception, match="DuplicateKeyError"):
+        carbonlite.spark.publish(frame(spark, rows({"ap": range(2, 4)})), str(path))
+    assert cl.open_table(path).version == 1
+    assert files_on_disk(path) == before
+    moved = rows({"ap": range(2, 4), "eu": range(0, 2), "us": range(4, 5)})
+    result = carbonlite.spark.publish(frame(spark, moved), str(path))
+    assert result.version == 2
+    assert canon(cl.open_table(path).to_arrow()) == canon(moved)

@@ -141,3 +141,71 @@ def test_an_update_committed_first_makes_a_stale_upsert_replace_its_row(
     with listening(update_first):
         other.append(rows([4], v=7))
     assert content(keyed.path) == {2: 20, 3: 30, 4: 47}
+
+
+# --- publishing into a primary-key table --------------------------------------------------------
+
+REGIONS = pa.schema([pa.field("id", pa.int64(), nullable=False), ("r", pa.string())])
+
+
+def in_region(region: str, *ids: int) -> pa.Table:
+    return pa.table({"id": list(ids), "r": [region] * len(ids)}, schema=REGIONS)
+
+
+@pytest.fixture
+def regional(tmp_path: Path) -> cl.Table:
+    table = cl.create_table(tmp_path / "pr", REGIONS, primary_key=["id"], partition_by=["r"])
+    table.append(pa.concat_tables([in_region("eu", 1, 2), in_region("us", 3)]))
+    return table
+
+
+def placed(table: cl.Table) -> dict[int, str]:
+    rows = cl.open_table(table.path).to_arrow().to_pylist()
+    assert len(rows) == len({r["id"] for r in rows}), rows
+    return {r["id"]: r["r"] for r in rows}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"us": in_region("us", 3, 1)},  # key 1 stays in eu, which the publish keeps
+        {"ap": in_region("ap", 5, 5)},  # one key twice in a partition
+        {"ap": in_region("ap", 5), "sa": in_region("sa", 5)},  # one key in two partitions
+    ],
+    ids=["kept-partition", "twice", "two-partitions"],
+)
+def test_a_publish_that_would_repeat_a_key_commits_nothing(
+    regional: cl.Table, payload: dict[str, pa.Table]
+) -> None:
+    with pytest.raises(cl.DuplicateKeyError):
+        regional.publish(payload)
+    assert cl.open_table(regional.path).version == 1
+    assert placed(regional) == {1: "eu", 2: "eu", 3: "us"}
+
+
+def test_a_key_moves_when_its_old_partition_is_published_with_it(regional: cl.Table) -> None:
+    result = regional.publish({"us": in_region("us", 3, 1), "eu": in_region("eu", 2)})
+    assert result.version == 2
+    assert placed(regional) == {1: "us", 2: "eu", 3: "us"}
+    # a snapshot publish drops every partition not given: the key may go anywhere
+    regional.publish({"ap": in_region("ap", 1, 2, 3)}, mode="snapshot")
+    assert placed(regional) == {1: "ap", 2: "ap", 3: "ap"}
+
+
+def test_a_key_appended_between_plan_and_commit_makes_the_publish_plan_again_and_fail(
+    regional: cl.Table,
+) -> None:
+    """The keys are checked on the version the publish planned on, and a publish commits as
+    an overwrite (``DataUnchangedSince``): an append of a clashing key landing before its
+    commit makes it plan again, where the key is found."""
+    other = cl.open_table(regional.path)
+    fired: list[str] = []
+
+    def append_key_9_first(seam: str) -> None:
+        if seam == "commit.before_put" and not fired:
+            fired.append(seam)
+            other.append(in_region("eu", 9))
+
+    with listening(append_key_9_first), pytest.raises(cl.DuplicateKeyError, match=r"\(9\)"):
+        regional.publish({"ap": in_region("ap", 9)})
+    assert placed(regional) == {1: "eu", 2: "eu", 3: "us", 9: "eu"}
