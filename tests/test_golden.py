@@ -135,7 +135,7 @@ def test_this_version_keeps_writing_to_the_golden_table(golden: Golden) -> None:
     assert t.append(rows_for(range(500, 502), extra=True), txn=(APP, 2)).skipped
     t.append(rows_for(range(500, 502), extra=True), txn=(APP, 3))
     t.add_columns(pa.field("later", pa.int8()))
-    t.append(rows_for(range(502, 503), extra=True))
+    t.append(rows_for(range(502, 503), extra=True), schema_mode="merge")  # "later": nulls
     fresh = cl.open_table(golden.path)
     assert fresh.version == latest + 3
     got = fresh.to_arrow()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -244,37 +244,99 @@ def _merged(
     schema = snapshot.schema
     src = source_table(source, schema, on, where)
     src = src.append_column(_SOURCE_ROW, pa.array(np.arange(src.num_rows, dtype=np.int64)))
-    full_scan = when_not_matched_by_source == "delete"
     needs_target_rows = when_matched == "update" and len(src.schema) - 1 < len(schema)
-    columns = None if needs_target_rows else list(on)
+    targets = _read_targets(
+        reader,
+        snapshot,
+        src,
+        on,
+        full_scan=when_not_matched_by_source == "delete",
+        columns=None if needs_target_rows else list(on),
+        cache=cache,
+        where=where,
+    )
+    pairs = _matched_pairs(targets.rows, src, on, checked=when_matched != "ignore", where=where)
+    outcome = _MergeOutcome(Selection(snapshot))
+    if when_matched in ("update", "delete") and pairs.num_rows:
+        outcome.delete_targets(targets, pairs.column(_TARGET_ROW).combine_chunks())
+        if when_matched == "update":
+            outcome.write(_updated_rows(targets.rows, src, pairs, schema, needs_target_rows))
+            outcome.updated = pairs.num_rows
+        else:
+            outcome.deleted += pairs.num_rows
+    if when_not_matched_by_source == "delete":
+        unmatched = _unmatched(targets.rows.column(_TARGET_ROW), pairs.column(_TARGET_ROW))
+        outcome.delete_targets(targets, unmatched)
+        outcome.deleted += len(unmatched)
+    if when_not_matched == "insert":
+        new_rows = src.filter(_unmatched_mask(src.column(_SOURCE_ROW), pairs.column(_SOURCE_ROW)))
+        if new_rows.num_rows:
+            outcome.write(_in_schema(new_rows.drop_columns([_SOURCE_ROW]), schema))
+            outcome.inserted = new_rows.num_rows
+    parameters = {
+        "on": ",".join(on),
+        "when_matched": when_matched,
+        "when_not_matched": when_not_matched,
+        "when_not_matched_by_source": when_not_matched_by_source,
+    }
+    return outcome.plan(schema, parameters)
+
+
+@dataclass
+class _Targets:
+    """The live target rows a merge may touch: ``rows`` (the columns read, plus
+    ``_TARGET_ROW``: ``blocklet number << 32 | position``) and the blocklets they lie in."""
+
+    rows: pa.Table
+    located: list[tuple[Split, BlockletEntry]]
+
+
+def _read_targets(
+    reader: SplitReader,
+    snapshot: Snapshot,
+    src: pa.Table,
+    on: Sequence[str],
+    *,
+    full_scan: bool,
+    columns: list[str] | None,
+    cache: KeyCache | None,
+    where: str,
+) -> _Targets:
+    """Every live row (``full_scan``), or those within the source's key range (none when
+    every source key is null), in ``columns`` (None: all)."""
+    schema = snapshot.schema
     filter = None
     splits: tuple[Split, ...] = ()
     if full_scan or src.num_rows:
         filter = None if full_scan else key_range_filter(src, on, schema, where)
-        if full_scan or filter is not None:  # None: every source key is null, none can match
+        if full_scan or filter is not None:
             splits = plan_scan(snapshot, columns=columns, filter=filter).splits
     output = pa.schema([schema.field(n) for n in columns]) if columns is not None else schema
-    located: list[tuple[Split, BlockletEntry]] = []
     if cache is not None and columns is not None:  # only keys: from the cache, one mask
-        located, target = read_located_keys(reader, splits, output, cache, _TARGET_ROW)
-    else:
-        batches: list[pa.RecordBatch] = []
-        for split, blocklet, batch in read_positions(reader, splits, output, filter):
-            number = len(located)
-            located.append((split, blocklet))
-            positions = batch.column(ROW_POSITION).to_numpy().astype(np.int64)
-            target_row = pa.array((number << 32) | positions, pa.int64())
-            batches.append(
-                batch.drop_columns([ROW_POSITION]).append_column(_TARGET_ROW, target_row)
-            )
-        target_schema = pa.schema([*output, pa.field(_TARGET_ROW, pa.int64())])
-        target = pa.Table.from_batches(batches, schema=target_schema)
+        located, rows = read_located_keys(reader, splits, output, cache, _TARGET_ROW)
+        return _Targets(rows, located)
+    located = []
+    batches: list[pa.RecordBatch] = []
+    for split, blocklet, batch in read_positions(reader, splits, output, filter):
+        number = len(located)
+        located.append((split, blocklet))
+        positions = batch.column(ROW_POSITION).to_numpy().astype(np.int64)
+        target_row = pa.array((number << 32) | positions, pa.int64())
+        batches.append(batch.drop_columns([ROW_POSITION]).append_column(_TARGET_ROW, target_row))
+    target_schema = pa.schema([*output, pa.field(_TARGET_ROW, pa.int64())])
+    return _Targets(pa.Table.from_batches(batches, schema=target_schema), located)
+
+
+def _matched_pairs(
+    target: pa.Table, src: pa.Table, on: Sequence[str], *, checked: bool, where: str
+) -> pa.Table:
+    """(keys, ``_TARGET_ROW``, ``_SOURCE_ROW``) of every match; when ``checked``, refused
+    with :class:`DuplicateKeyError` if a target row is matched by two source rows."""
     keys = target.select([*on, _TARGET_ROW])
     pairs = keys.join(
         src.select([*on, _SOURCE_ROW]), keys=list(on), join_type="inner", use_threads=True
     )
-    matched_source = pairs.column(_SOURCE_ROW)
-    if when_matched != "ignore" and pairs.num_rows:
+    if checked and pairs.num_rows:
         per_target = pairs.group_by(_TARGET_ROW).aggregate([(_SOURCE_ROW, "count")])
         twice = pc.filter(per_target, pc.greater(per_target.column(f"{_SOURCE_ROW}_count"), 1))
         if twice.num_rows:
@@ -282,50 +344,48 @@ def _merged(
                 f"merge into {where}: {twice.num_rows} rows of the table are matched by more "
                 f"than one source row on {list(on)} (deduplicate the source by its keys)"
             )
-    selection = Selection(snapshot)
-    deleted_targets: list[pa.Array] = []
-    updated = deleted = inserted = 0
-    pieces: list[pa.Table] = []
-    if when_matched in ("update", "delete") and pairs.num_rows:
-        deleted_targets.append(pairs.column(_TARGET_ROW).combine_chunks())
-        if when_matched == "update":
-            pieces.append(_updated_rows(target, src, pairs, schema, needs_target_rows))
-            updated = pairs.num_rows
-        else:
-            deleted += pairs.num_rows
-    if when_not_matched_by_source == "delete":
-        hit = pc.is_in(
-            target.column(_TARGET_ROW), value_set=pairs.column(_TARGET_ROW).combine_chunks()
+    return pairs
+
+
+def _unmatched_mask(rows: pa.ChunkedArray, matched: pa.ChunkedArray) -> pa.Array:
+    return pc.invert(pc.is_in(rows, value_set=matched.combine_chunks()))
+
+
+def _unmatched(rows: pa.ChunkedArray, matched: pa.ChunkedArray) -> pa.Array:
+    """The entries of ``rows`` not in ``matched``."""
+    return pc.filter(rows, _unmatched_mask(rows, matched)).combine_chunks()
+
+
+@dataclass
+class _MergeOutcome:
+    """What a merge deletes and writes, counted as it is decided."""
+
+    selection: Selection
+    pieces: list[pa.Table] = field(default_factory=list)
+    updated: int = 0
+    inserted: int = 0
+    deleted: int = 0
+
+    def delete_targets(self, targets: _Targets, rows: pa.Array) -> None:
+        _select(self.selection, targets.located, rows.to_numpy())
+
+    def write(self, rows: pa.Table) -> None:
+        self.pieces.append(rows)
+
+    def plan(self, schema: pa.Schema, parameters: dict[str, str]) -> RowChangePlan:
+        parameters.update(
+            rows_updated=str(self.updated),
+            rows_inserted=str(self.inserted),
+            rows_deleted=str(self.deleted),
         )
-        unmatched = pc.filter(target.column(_TARGET_ROW), pc.invert(hit))
-        deleted_targets.append(unmatched.combine_chunks())
-        deleted += len(unmatched)
-    if when_not_matched == "insert":
-        hit = pc.is_in(src.column(_SOURCE_ROW), value_set=matched_source.combine_chunks())
-        new_rows = src.filter(pc.invert(hit)).drop_columns([_SOURCE_ROW])
-        if new_rows.num_rows:
-            pieces.append(_in_schema(new_rows, schema))
-            inserted = new_rows.num_rows
-    for rows in deleted_targets:
-        _select(selection, located, rows.to_numpy())
-    data = pa.concat_tables(pieces) if pieces else schema.empty_table()
-    parameters = {
-        "on": ",".join(on),
-        "when_matched": when_matched,
-        "when_not_matched": when_not_matched,
-        "when_not_matched_by_source": when_not_matched_by_source,
-        "rows_updated": str(updated),
-        "rows_inserted": str(inserted),
-        "rows_deleted": str(deleted),
-    }
-    return RowChangePlan(
-        selection,
-        data,
-        parameters,
-        rows_updated=updated,
-        rows_inserted=inserted,
-        rows_deleted=deleted,
-    )
+        return RowChangePlan(
+            self.selection,
+            pa.concat_tables(self.pieces) if self.pieces else schema.empty_table(),
+            parameters,
+            rows_updated=self.updated,
+            rows_inserted=self.inserted,
+            rows_deleted=self.deleted,
+        )
 
 
 def _select(
