@@ -450,39 +450,63 @@ class TableWriter:
         states: tuple[StateStored, ...],
         progress: Mapping[str, tuple[int | None, int]],
     ) -> tuple[CommitResult, Snapshot]:
+        """Plan (the schema, the rows by partition), write the blocklets, build the commit
+        and commit it."""
+        schema, metadata, parts = _incoming(log, snapshot, data, merge_schema, parts)
+        written = self._write_parts(snapshot, schema, parts, overwrite=overwrite or fresh)
+        metadata = _format_for(snapshot, metadata, changes, written.hashes, states)
+        if (
+            not written.appends
+            and not overwrite
+            and txn is None
+            and metadata is None
+            and not changes.deletions
+            and not states
+            and not progress
+        ):
+            return CommitResult(None, operation), snapshot
+        pending = AppendCommit(
+            appends=tuple(written.appends),
+            new_segments=frozenset(written.new_segments),
+            txn=txn,
+            overwrite=overwrite,
+            operation=operation,
+            parameters=self._parameters(overwrite, txn, progress, metadata, merge_schema, changes),
+            metadata=metadata,
+            started_ms=started_ms,
+            deletions=changes.deletions,
+            deletions_read=changes.deletions_read,
+            exclusive=changes.exclusive,
+            row_level=changes.row_level,
+            partitions={k: v for k, v in written.new_segments.items() if v is not None},
+            content_hashes=written.hashes,
+            overwrite_partitions=_replaced(snapshot, overwrite_partitions, parts),
+            states=states,
+            progress=progress,
+        )
+        reach("append.after_data")
+        if lease is not None:
+            reach("lease.before_check")
+            lease.check()
+        read = snapshot.version if changes.read_version is None else changes.read_version
+        return self._commit(log, snapshot, pending, read)
+
+    def _write_parts(
+        self,
+        snapshot: Snapshot,
+        schema: pa.Schema,
+        parts: Sequence[PartitionRows],
+        *,
+        overwrite: bool,
+    ) -> _Written:
+        """Each part's rows as blocklets appended to its segment's stream file (a new segment
+        for a partition that has none taking appends, or for an overwrite)."""
         props = TableProperties(snapshot.properties)
-        schema = snapshot.schema
-        batches: Iterator[pa.RecordBatch] = iter_record_batches(data, schema=schema)
-        metadata = None
-        if merge_schema:
-            first = next(batches, None)
-            if first is not None:
-                batches = itertools.chain([first], batches)
-                merged = merged_schema(schema, first.schema, where=log.uri)
-                if not merged.equals(schema):
-                    metadata = (snapshot.metadata, replace(snapshot.metadata, schema=merged))
-                    schema = merged
-        rows = conformed_batches(batches, schema, where=log.uri, fill_missing=merge_schema)
-        if parts is None:
-            parts = route_rows(partition_spec(snapshot.metadata), rows, schema)
-        else:  # already split (a publish): conform each part's rows
-            parts = [
-                replace(p, data=conformed_batches(p.data, schema, where=log.uri)) for p in parts
-            ]
-        replaced: frozenset[tuple[Any, ...]] | None
-        if overwrite_partitions != DYNAMIC:
-            replaced = overwrite_partitions  # type: ignore[assignment]
-        elif snapshot.metadata.partition_by:
-            replaced = frozenset(p.partition for p in parts if p.partition is not None)
-        else:  # an unpartitioned table: the whole table, as in Spark
-            replaced = None
-        appends: list[BlockletsAppended] = []
-        new_segments: dict[str, tuple[Any, ...] | None] = {}
-        hashes: dict[str, str] = {}
+        written = _Written()
         number = snapshot.next_segment_number()
         for part in parts:
             segment_id, created = self.target_segment(
-                snapshot, overwrite=overwrite or fresh, partition=part.partition, number=number
+                snapshot, overwrite=overwrite, partition=part.partition, number=number
             )
             file, committed = self.stream_file(snapshot, segment_id, schema)
             appended = write_blocklets(
@@ -502,35 +526,24 @@ class TableWriter:
             if appended is None:
                 continue
             self._file_schemas.setdefault(file, schema)
-            appends.append(appended)
+            written.appends.append(appended)
             if created:
-                new_segments[segment_id] = part.partition
+                written.new_segments[segment_id] = part.partition
                 number += 1
                 if part.content_hash is not None:
-                    hashes[segment_id] = part.content_hash
-        if changes.deletions and snapshot.metadata.format_version < DELETION_VECTOR_FORMAT_VERSION:
-            # deletion vectors came with format 4: raise the table's format in the same version
-            current = snapshot.metadata if metadata is None else metadata[1]
-            metadata = (
-                snapshot.metadata,
-                replace(current, format_version=DELETION_VECTOR_FORMAT_VERSION),
-            )
-        if (hashes or states) and snapshot.metadata.format_version < PARTITION_FORMAT_VERSION:
-            current = snapshot.metadata if metadata is None else metadata[1]
-            metadata = (
-                snapshot.metadata,
-                replace(current, format_version=PARTITION_FORMAT_VERSION),
-            )
-        if (
-            not appends
-            and not overwrite
-            and txn is None
-            and metadata is None
-            and not changes.deletions
-            and not states
-            and not progress
-        ):
-            return CommitResult(None, operation), snapshot
+                    written.hashes[segment_id] = part.content_hash
+        return written
+
+    def _parameters(
+        self,
+        overwrite: bool,
+        txn: TxnMarker | None,
+        progress: Mapping[str, tuple[int | None, int]],
+        metadata: tuple[TableMetadata, TableMetadata] | None,
+        merge_schema: bool,
+        changes: RowChanges,
+    ) -> dict[str, str]:
+        """The commit info's parameters of a write."""
         parameters = {"writer_id": self.writer_id}
         if not changes.parameters:  # a delete, update or merge records its own
             parameters["mode"] = "overwrite" if overwrite else "append"
@@ -543,31 +556,7 @@ class TableWriter:
             if added:
                 parameters.update(schema_mode="merge", new_columns=",".join(added))
         parameters.update(changes.parameters)
-        pending = AppendCommit(
-            appends=tuple(appends),
-            new_segments=frozenset(new_segments),
-            txn=txn,
-            overwrite=overwrite,
-            operation=operation,
-            parameters=parameters,
-            metadata=metadata,
-            started_ms=started_ms,
-            deletions=changes.deletions,
-            deletions_read=changes.deletions_read,
-            exclusive=changes.exclusive,
-            row_level=changes.row_level,
-            partitions={k: v for k, v in new_segments.items() if v is not None},
-            content_hashes=hashes,
-            overwrite_partitions=replaced,
-            states=states,
-            progress=progress,
-        )
-        reach("append.after_data")
-        if lease is not None:
-            reach("lease.before_check")
-            lease.check()
-        read = snapshot.version if changes.read_version is None else changes.read_version
-        return self._commit(log, snapshot, pending, read)
+        return parameters
 
     def commit(
         self,
@@ -697,3 +686,76 @@ class TableWriter:
             partitions={k: v for k, v in new_segments.items() if v is not None},
             content_hashes={sid: hashes[p] for sid, p in new_segments.items() if p in hashes},
         )
+
+
+@dataclass
+class _Written:
+    """What a write appended: the blocklets, the segments it added (with their partitions)
+    and the content hashes of those a publish added."""
+
+    appends: list[BlockletsAppended] = field(default_factory=list)
+    new_segments: dict[str, tuple[Any, ...] | None] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)
+
+
+def _incoming(
+    log: Log,
+    snapshot: Snapshot,
+    data: TableData,
+    merge_schema: bool,
+    parts: Sequence[PartitionRows] | None,
+) -> tuple[pa.Schema, tuple[TableMetadata, TableMetadata] | None, Sequence[PartitionRows]]:
+    """(the schema the rows are written in, the metadata change a merged schema makes, the
+    rows conformed to it and split by partition); ``parts``: rows already split (a
+    publish)."""
+    schema = snapshot.schema
+    batches: Iterator[pa.RecordBatch] = iter_record_batches(data, schema=schema)
+    metadata = None
+    if merge_schema:
+        first = next(batches, None)
+        if first is not None:
+            batches = itertools.chain([first], batches)
+            merged = merged_schema(schema, first.schema, where=log.uri)
+            if not merged.equals(schema):
+                metadata = (snapshot.metadata, replace(snapshot.metadata, schema=merged))
+                schema = merged
+    if parts is None:
+        rows = conformed_batches(batches, schema, where=log.uri, fill_missing=merge_schema)
+        return schema, metadata, route_rows(partition_spec(snapshot.metadata), rows, schema)
+    conformed = [replace(p, data=conformed_batches(p.data, schema, where=log.uri)) for p in parts]
+    return schema, metadata, conformed
+
+
+def _replaced(
+    snapshot: Snapshot,
+    overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None,
+    parts: Sequence[PartitionRows],
+) -> frozenset[tuple[Any, ...]] | None:
+    """The partitions an overwrite replaces (None: every one); ``"dynamic"``: those written
+    (the whole table when it is unpartitioned, as in Spark)."""
+    if overwrite_partitions != DYNAMIC:
+        return overwrite_partitions  # type: ignore[return-value]
+    if snapshot.metadata.partition_by:
+        return frozenset(p.partition for p in parts if p.partition is not None)
+    return None
+
+
+def _format_for(
+    snapshot: Snapshot,
+    metadata: tuple[TableMetadata, TableMetadata] | None,
+    changes: RowChanges,
+    hashes: Mapping[str, str],
+    states: tuple[StateStored, ...],
+) -> tuple[TableMetadata, TableMetadata] | None:
+    """``metadata``, with the table's format raised in the same version when the commit
+    needs a newer one: deletion vectors came with format 4, content hashes and states with
+    format 5."""
+    needed = snapshot.metadata.format_version
+    if changes.deletions:
+        needed = max(needed, DELETION_VECTOR_FORMAT_VERSION)
+    if hashes or states:
+        needed = max(needed, PARTITION_FORMAT_VERSION)
+    if needed == snapshot.metadata.format_version:
+        return metadata
+    current = snapshot.metadata if metadata is None else metadata[1]
+    return snapshot.metadata, replace(current, format_version=needed)
