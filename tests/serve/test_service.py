@@ -114,22 +114,22 @@ def test_clear_errors(root: str) -> None:
         with pytest.raises(flight.FlightServerError, match="no table 'nope'"):
             client.get_flight_info(path_of("nope"))
         for bad in ("../outside", "/etc", "events/../../x"):
-            with pytest.raises(pa.ArrowInvalid, match="table name"):
+            with pytest.raises(flight.FlightServerError, match="table name"):
                 client.get_flight_info(path_of(bad))
         wrong = pa.table({"producer": ["x"], "other": [1.5]})
-        with pytest.raises(pa.ArrowInvalid, match=r"(?s)schema mismatch.*other"):
+        with pytest.raises(flight.FlightServerError, match=r"(?s)schema mismatch.*other"):
             put(client, "events", "p", 0, wrong)
         descriptor = flight.FlightDescriptor.for_command(b"{not json")
-        with pytest.raises(pa.ArrowInvalid, match="not JSON"):
+        with pytest.raises(flight.FlightServerError, match="not JSON"):
             writer, _ = client.do_put(descriptor, SCHEMA)
             writer.write_table(rows("p", 0))
             writer.close()
-        with pytest.raises(pa.ArrowInvalid, match="sequence"):
+        with pytest.raises(flight.FlightServerError, match="sequence"):
             put(client, "events", "p", -1, rows("p", 0))
         put(client, "events", "p", 5, rows("p", 5))
-        with pytest.raises(pa.ArrowInvalid, match="older and was never received"):
+        with pytest.raises(flight.FlightServerError, match="older and was never received"):
             put(client, "events", "p", 3, rows("p", 3))
-        with pytest.raises(pa.ArrowInvalid, match="unknown action"):
+        with pytest.raises(flight.FlightServerError, match="unknown action"):
             list(client.do_action(flight.Action("reboot", b"")))
     assert puts_in(cl.open_table(os.path.join(root, "events")).to_arrow()) in ({}, {("p", 5): 3})
 
@@ -140,7 +140,7 @@ def test_a_symlink_out_of_the_root_is_refused(root: str, tmp_path_factory) -> No
     os.symlink(outside / "secret", os.path.join(root, "link"))
     with ServiceProcess(root) as service:
         client = service.client()
-        with pytest.raises(pa.ArrowInvalid, match="leads outside"):
+        with pytest.raises(flight.FlightServerError, match="is a symbolic link"):
             client.get_flight_info(path_of("link"))
         names = ["/".join(p.decode() for p in i.descriptor.path) for i in client.list_flights()]
         assert "link" not in names
@@ -297,7 +297,7 @@ def test_a_memory_ticket_of_an_earlier_run_asks_to_plan_again(root: str) -> None
         service.kill()
         service.start()
         client = service.client()
-        with pytest.raises(pa.ArrowInvalid, match="call GetFlightInfo again"):
+        with pytest.raises(flight.FlightServerError, match="call GetFlightInfo again"):
             client.do_get(memory[0].ticket).read_all()
         assert puts_in(read_all(client, path_of("events"))) == {("p", 0): 3}
         assert service.terminate() == 0
