@@ -10,6 +10,13 @@ client as ``FlightServerError`` with one line saying what and where, and with
 ``invalid`` (the request is wrong: malformed JSON, a bad name, filter, sequence, schema),
 ``not_found`` (no such table or version), ``failed`` (the service could not do it: storage,
 a commit) and ``internal`` (a bug: its traceback goes to the service's log, not the client).
+
+``GetSchema`` is the exception: pyarrow's server callback for it converts no Flight error
+(and its client raises plain Arrow errors for that call), so :func:`answering_schema` raises
+a plain exception instead (``ValueError``-based for the client's mistakes, which the client
+sees as ``ArrowInvalid``) carrying a note pyarrow cannot encode as UTF-8 while it formats the
+traceback: it then sends only the exception's type name, ``Detail: Python exception:
+InvalidRequest``, one line (Python 3.11+: exception notes).
 """
 
 from __future__ import annotations
@@ -36,7 +43,16 @@ from carbonlite.serve.buffer import SequenceError, StaleReadError
 from carbonlite.serve.catalog import TableNameError
 from carbonlite.serve.wire import BadRequestError
 
-__all__ = ["MAX_MESSAGE_CHARS", "answering", "flight_error", "guarded", "one_line"]
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "InvalidRequest",
+    "ServiceFailure",
+    "answering",
+    "answering_schema",
+    "flight_error",
+    "guarded",
+    "one_line",
+]
 
 MAX_MESSAGE_CHARS = 2000
 """Longest message a client gets (longer ones are cut, marked with ``...``)."""
@@ -92,6 +108,31 @@ def flight_error(exc: BaseException, shown: Callable[[str], str] = str) -> fligh
     return flight.FlightServerError(one_line(shown(message)), info)
 
 
+class InvalidRequest(ValueError):
+    """A GetSchema request the service refuses (the client sees ``ArrowInvalid``)."""
+
+
+class ServiceFailure(Exception):
+    """A GetSchema request the service could not answer (the client sees ``ArrowException``)."""
+
+
+_UNFORMATTABLE = "\udc00"
+"""A lone surrogate: pyarrow cannot encode a traceback holding it, and sends the type's name."""
+
+
+def schema_error(exc: BaseException, shown: Callable[[str], str] = str) -> Exception:
+    """What a GetSchema handler raises for ``exc`` (see the module doc)."""
+    error = flight_error(exc, shown)
+    kind = json.loads(error.extra_info or b"{}").get("kind", "invalid")
+    refusal: Exception = (
+        InvalidRequest(str(error))
+        if kind in ("invalid", "not_found")
+        else ServiceFailure(str(error))
+    )
+    refusal.__notes__ = [_UNFORMATTABLE]  # type: ignore[attr-defined]  # (3.11+)
+    return refusal
+
+
 def guarded(items: Iterator[T], shown: Callable[[str], str] = str) -> Iterator[T]:
     """``items``, with whatever their production raises answered as :func:`flight_error`."""
     try:
@@ -113,5 +154,18 @@ def answering(method: F) -> F:
         if inspect.isgenerator(result):
             return guarded(result, self.shown)
         return result  # a GeneratorStream's batches are guarded by the handler itself
+
+    return handler  # type: ignore[return-value]
+
+
+def answering_schema(method: F) -> F:
+    """:func:`answering` for ``get_schema`` (see the module doc)."""
+
+    @functools.wraps(method)
+    def handler(self: Any, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except Exception as exc:
+            raise schema_error(exc, self.shown) from None
 
     return handler  # type: ignore[return-value]

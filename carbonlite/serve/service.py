@@ -54,7 +54,7 @@ from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.seams import reach
 from carbonlite.serve.address import ListenError, listen_location
-from carbonlite.serve.answers import answering, guarded, one_line
+from carbonlite.serve.answers import answering, answering_schema, guarded, one_line
 from carbonlite.serve.buffer import Buffer, Mark, Put, StaleReadError, marker_of
 from carbonlite.serve.catalog import Catalog
 from carbonlite.serve.health import FlushFailures, health_report
@@ -473,7 +473,7 @@ class FlightService(flight.FlightServerBase):
             return snap.num_rows + sum(t.num_rows for t in memory)
         return table.snapshot().num_rows
 
-    @answering
+    @answering_schema
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:

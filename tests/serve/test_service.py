@@ -334,3 +334,38 @@ def test_a_producer_first_seen_in_the_replayed_log_is_answered_as_one_seen_live(
     table = cl.open_table(os.path.join(root, "events"))
     assert puts_in(table.to_arrow()) == {**{("p", s): 3 for s in range(5)}, ("q", 0): 3}
     assert table.transaction_version("flight:p") == 4
+
+
+def test_list_flights_counts_the_rows_still_in_memory(root: str) -> None:
+    """ListFlights' row count is what a read of the latest version gets: committed rows and
+    the acknowledged puts still in memory, each once (also once they are flushed)."""
+
+    def counts(client: flight.FlightClient) -> dict[str, int]:
+        return {
+            "/".join(p.decode() for p in i.descriptor.path): i.total_records
+            for i in client.list_flights()
+        }
+
+    with ServiceProcess(root, "--flush-interval", "3600", "--flush-rows", "10") as service:
+        client = service.client()
+        put(client, "events", "p", 0, rows("p", 0, 4))  # in memory only
+        assert counts(client) == {"events": 4, "sales/eu": 0}
+        put(client, "events", "p", 1, rows("p", 1, 8))  # 12 rows buffered: flushed now
+        table = cl.open_table(os.path.join(root, "events"))
+        deadline = time.monotonic() + 20
+        while table.refresh().count_rows() < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        put(client, "events", "q", 0, rows("q", 0, 2))  # committed and in memory together
+        assert counts(client) == {"events": 14, "sales/eu": 0}
+        assert read_all(client, path_of("events")).num_rows == 14
+
+
+def test_get_schema_answers_the_projected_schema(root: str) -> None:
+    with ServiceProcess(root) as service:
+        client = service.client()
+        assert client.get_schema(path_of("events")).schema == SCHEMA
+        command = json.dumps({"table": "sales/eu", "columns": ["n", "producer"]})
+        projected = client.get_schema(flight.FlightDescriptor.for_command(command)).schema
+        assert projected.names == ["n", "producer"]
+        with pytest.raises(pa.ArrowInvalid, match=r"^not found: no table 'nope'.*InvalidRequest$"):
+            client.get_schema(path_of("nope"))
