@@ -38,7 +38,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -267,6 +267,18 @@ class Buffer:
                 for name, b in self._tables.items()
                 if b.pending
             }
+
+    def relogged(self, table: str, lsns: Mapping[int, int]) -> None:
+        """Pending puts of ``table`` were written to the log again: each whose LSN is a key of
+        ``lsns`` now has the value as its LSN (their earlier records may be released). A put
+        committed meanwhile is left as it is."""
+        with self._lock:
+            buffer = self._table(table)
+            for entry in buffer.pending:
+                new = lsns.get(entry.put.lsn)
+                if new is not None:
+                    entry.put = replace(entry.put, lsn=new)
+            buffer.pending.sort(key=_lsn)
 
     def pending_by_table(self) -> dict[str, Pending]:
         """Each table with puts not committed yet: how many, and the oldest log record."""

@@ -3,9 +3,9 @@
 the log is kept, and for whom.
 
 A table whose flush fails does not stop the others: they flush on, and the log is released
-up to the oldest record still needed. That is the failing table's oldest put, so while it
-fails the log keeps every later record too and grows; the report names the table holding
-the log (``wal.held_by``) and the bytes kept, and ``status`` is ``degraded`` until it flushes.
+up to the oldest record still needed, which is the failing table's oldest put (until the
+flusher carries its puts forward: ``flusher.py``). The report names the table holding the
+log (``wal.held_by``) and the bytes kept, and ``status`` is ``degraded`` until it flushes.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
@@ -48,7 +47,6 @@ from carbonlite.errors import (
     SchemaMismatchError,
     TableNotFoundError,
 )
-from carbonlite.metadata import TxnMovedError
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -57,7 +55,8 @@ from carbonlite.serve.address import ListenError, listen_location
 from carbonlite.serve.answers import answering, answering_schema, guarded, one_line
 from carbonlite.serve.buffer import Buffer, Mark, Put, StaleReadError, marker_of
 from carbonlite.serve.catalog import Catalog
-from carbonlite.serve.health import FlushFailures, health_report
+from carbonlite.serve.flusher import Flusher, ProducerLocks, in_table
+from carbonlite.serve.health import health_report
 from carbonlite.serve.records import (
     PutRequest,
     ReadRequest,
@@ -112,10 +111,6 @@ def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     return pa.Table.from_batches(list(batches), schema=schema)
 
 
-def _committed(sequence: int, marker: int | None) -> bool:
-    return marker is not None and sequence <= marker
-
-
 def _descriptor_name(descriptor: flight.FlightDescriptor) -> str:
     """The table a path descriptor names: its parts joined with ``/``."""
     parts = list(descriptor.path or [])
@@ -157,19 +152,15 @@ class FlightService(flight.FlightServerBase):
         self.flush_interval = flush_interval
         self.flush_rows = flush_rows
         self.max_put_bytes = max_put_bytes
-        self.failures = FlushFailures()
-        self.release_error: str | None = None
-        self._producer_locks: dict[tuple[str, str], threading.Lock] = {}
-        self._locks_lock = threading.Lock()
-        self._lsn_floor: dict[int, int] = {}
-        """Per put in flight (by thread): the log's next LSN before its append, so no LSN it
-        gets is below this."""
         self._plans: OrderedDict[tuple[Any, ...], tuple[ScanPlan, Any]] = OrderedDict()
         self._plans_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self.flushes = 0
         self.wal = self._open_log(wal_dir)
+        self.locks = ProducerLocks(self.wal)
+        self.flusher = Flusher(
+            self.catalog, self.buffer, self.wal, self.locks, retry_seconds=flush_interval
+        )
         self._start(location, auth_token)
         self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
         self._flusher.start()
@@ -201,38 +192,45 @@ class FlightService(flight.FlightServerBase):
         """Buffer every logged put the tables lack, then flush them (before listening)."""
         replayed = 0
         markers: dict[tuple[str, str], int | None] = {}
-        for record in self.wal.replay():
-            request, rows = decode_put(record.payload, f"write-ahead log record {record.lsn}")
-            key = (request.table, request.producer_id)
+        for put in self._logged_puts():
+            key = (put.table, put.producer_id)
             if key not in markers:
                 try:
-                    markers[key] = self._replay_marker(request)
+                    markers[key] = self._replay_marker(put)
                 except TableNotFoundError:
-                    log.warning("replay: table %r is gone; its put is dropped", request.table)
+                    log.warning("replay: table %r is gone; its put is dropped", put.table)
                     continue
             # durable either way: a re-send of it is skipped, as for a producer seen live
-            self.buffer.replayed(request.table, request.producer_id, request.sequence, markers[key])
-            if _committed(request.sequence, markers[key]):
+            self.buffer.replayed(put.table, put.producer_id, put.sequence, markers[key])
+            if in_table(put.sequence, markers[key]):
                 continue  # committed before the crash
-            self.buffer.add(
-                Put(request.table, request.producer_id, request.sequence, record.lsn, rows)
-            )
+            self.buffer.add(put)
             replayed += 1
         if replayed:
             log.info("replayed %d put(s) from the write-ahead log", replayed)
         self.flush_all()
 
-    def _replay_marker(self, request: PutRequest) -> int | None:
+    def _logged_puts(self) -> list[Put]:
+        """Every put in the log once (a put carried forward has two records: the later one
+        counts), in each producer's sequence order."""
+        latest: dict[tuple[str, str, int], Put] = {}
+        for record in self.wal.replay():
+            request, rows = decode_put(record.payload, f"write-ahead log record {record.lsn}")
+            put = Put(request.table, request.producer_id, request.sequence, record.lsn, rows)
+            latest[(put.table, put.producer_id, put.sequence)] = put
+        return [latest[key] for key in sorted(latest)]
+
+    def _replay_marker(self, put: Put) -> int | None:
         """The table's marker of the put's producer. A table that cannot be opened now (a
         symbolic link in the way, damage) keeps its puts, and its flushes report why."""
         try:
-            table = self.catalog.table(request.table)
+            table = self.catalog.table(put.table)
         except TableNotFoundError:
             raise
         except CarbonLiteError as exc:
-            log.warning("replay: table %r cannot be opened, its puts wait: %s", request.table, exc)
+            log.warning("replay: table %r cannot be opened, its puts wait: %s", put.table, exc)
             return None
-        return table.transaction_version(marker_of(request.producer_id))
+        return table.transaction_version(marker_of(put.producer_id))
 
     def close(self) -> None:
         """After :meth:`shutdown` (no call in progress): stop the flusher, commit what is
@@ -269,90 +267,12 @@ class FlightService(flight.FlightServerBase):
                 log.exception("flush failed; retrying in %s s", self.flush_interval)
 
     def flush_all(self) -> None:
-        """Commit every table's buffered puts, each table on its own (one that fails keeps
-        its puts and is reported), then release the log up to what is in."""
-        for name in sorted(self.buffer.tables_pending()):
-            try:
-                self._flush(name)
-            except Exception as exc:
-                self._flush_failed(name, exc)
-            else:
-                ended = self.failures.succeeded(name)
-                if ended is not None:
-                    log.info("table %r flushes again after %d failure(s)", name, ended.failures)
-        self._release()
+        """Commit every table's buffered puts, each table on its own (``flusher.py``)."""
+        self.flusher.flush_all()
 
-    def _flush_failed(self, name: str, exc: Exception) -> None:
-        message = one_line(self.shown(f"{type(exc).__name__}: {exc}"))
-        if self.failures.failed(name, message):
-            pending = self.buffer.pending_by_table().get(name)
-            waiting = pending.puts if pending else 0
-            log.warning(
-                "flush of table %r failed; its %d put(s) stay in memory and in the "
-                "write-ahead log, retried every %s s: %s",
-                name,
-                waiting,
-                self.flush_interval,
-                message,
-                exc_info=exc if not isinstance(exc, CarbonLiteError) else None,
-            )
-
-    def _flush(self, name: str) -> None:
-        started = time.monotonic()
-        puts = self.buffer.pending(name)
-        while puts:
-            table = self.catalog.table(name)  # checked again each time, and refreshed
-            newest: dict[str, int] = {}
-            for put in puts:
-                newest[put.producer_id] = max(newest.get(put.producer_id, -1), put.sequence)
-            markers = {p: table.transaction_version(marker_of(p)) for p in newest}
-            done = [p for p in puts if _committed(p.sequence, markers[p.producer_id])]
-            if done:  # committed before (by a run that crashed after its commit): not twice
-                self.buffer.committed(name, done)
-                gone = {id(p) for p in done}
-                puts = [p for p in puts if id(p) not in gone]
-                continue
-            progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
-            rows = pa.concat_tables([p.rows for p in puts]).combine_chunks()
-            reach("serve.before_flush_commit")
-            try:
-                result = table._write(rows, txn=None, overwrite=False, progress=progress)
-            except TxnMovedError:
-                continue  # a marker moved meanwhile (another flush committed some): look again
-            if result.version is None:
-                continue  # every marker holds these puts already (skipped): look again
-            self._flushed(name, puts, rows.num_rows, result.version, started)
-            return
-
-    def _flushed(self, name: str, puts: list[Put], rows: int, version: int, started: float) -> None:
-        self.buffer.committed(name, puts)
-        self.flushes += 1
-        log.info(
-            "flushed %d put(s), %d rows into %r: version %d in %.0f ms",
-            len(puts),
-            rows,
-            name,
-            version,
-            (time.monotonic() - started) * 1000,
-        )
-
-    def _release(self) -> None:
-        """Let the log go up to the lowest LSN not committed yet (in memory, or in flight)."""
-        with self._locks_lock:  # a put registering its floor after this gets a later LSN
-            written = self.wal.next_lsn
-            floors = list(self._lsn_floor.values())
-        lowest = self.buffer.lowest_pending_lsn()
-        bound = min([written, *floors, *([lowest] if lowest is not None else [])])
-        if bound <= 1:
-            return
-        try:
-            self.wal.release(bound - 1)
-        except CarbonLiteError as exc:
-            if self.release_error is None:
-                log.warning("the write-ahead log cannot be released: %s", exc)
-            self.release_error = one_line(str(exc))
-        else:
-            self.release_error = None
+    @property
+    def flushes(self) -> int:
+        return self.flusher.flushes
 
     # --- Flight: puts -------------------------------------------------------------------------
 
@@ -405,10 +325,8 @@ class FlightService(flight.FlightServerBase):
         return pa.Table.from_batches(batches, schema=schema)
 
     def _put(self, request: PutRequest, rows: pa.Table, table: Table) -> dict[str, Any]:
-        key = (request.table, request.producer_id)
-        with self._locks_lock:
-            lock = self._producer_locks.setdefault(key, threading.Lock())
-        with lock:  # one put of a producer at a time: its sequences stay in order
+        # one put of a producer at a time: its sequences stay in order
+        with self.locks.of(request.table, request.producer_id):
             marker = marker_of(request.producer_id)
             new = self.buffer.check(
                 request.table,
@@ -417,8 +335,8 @@ class FlightService(flight.FlightServerBase):
                 lambda: table.refresh().transaction_version(marker),
             )
             if not new:
-                in_table = _committed(request.sequence, table.refresh().transaction_version(marker))
-                return {"version": table.version if in_table else None, "skipped": True}
+                held = in_table(request.sequence, table.refresh().transaction_version(marker))
+                return {"version": table.version if held else None, "skipped": True}
             self._log_put(request, rows)
         if self.buffer.pending_rows() >= self.flush_rows:
             self._wake.set()
@@ -426,17 +344,11 @@ class FlightService(flight.FlightServerBase):
 
     def _log_put(self, request: PutRequest, rows: pa.Table) -> None:
         """Append the put to the log (durable when this returns), then to memory."""
-        me = threading.get_ident()
         payload = encode_put(request, rows)
-        with self._locks_lock:
-            self._lsn_floor[me] = self.wal.next_lsn
-        try:
+        with self.locks.logging_put():
             lsn = self.wal.append(payload)
             reach("serve.after_wal")
             self.buffer.add(Put(request.table, request.producer_id, request.sequence, lsn, rows))
-        finally:
-            with self._locks_lock:
-                del self._lsn_floor[me]
 
     # --- Flight: reads ------------------------------------------------------------------------
 
@@ -617,12 +529,12 @@ class FlightService(flight.FlightServerBase):
     def health(self) -> dict[str, Any]:
         """What the healthcheck action answers (``health.py``)."""
         return health_report(
-            failures=self.failures.current(),
+            failures=self.flusher.failures.current(),
             pending=self.buffer.pending_by_table(),
             wal=self.wal.usage(),
-            flushes=self.flushes,
+            flushes=self.flusher.flushes,
             wal_syncs=self.wal.syncs,
-            release_error=self.release_error,
+            release_error=self.flusher.release_error,
         )
 
     @answering

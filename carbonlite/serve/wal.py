@@ -222,6 +222,11 @@ class WriteAheadLog:
         return self._directory
 
     @property
+    def segment_bytes(self) -> int:
+        """The size past which a new segment is started."""
+        return self._segment_bytes
+
+    @property
     def syncs(self) -> int:
         """Data fsyncs done so far (for tests and benchmarks to see grouping); fsyncs of the
         directory and of a torn tail cut by replay are not counted."""

@@ -1,7 +1,9 @@
 """Tables flush independently: one whose flush fails keeps its puts (in memory and in the
 write-ahead log), is logged once and reported by the healthcheck, while the tables after it
-flush and the log is released up to the failing table's oldest put, which the healthcheck
-names as holding the log."""
+flush. The log is released up to the failing table's oldest put, which the healthcheck names
+as holding the log; once that holds enough of the log, the failing table's puts are carried
+forward (written to the log's end again) so the rest is released, and a replay counts each
+carried put once, in its producer's order, wherever a crash fell."""
 
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ def test_a_failing_table_does_not_stop_the_tables_after_it(
         put(service, "b", "p", 1)  # LSN 3
         put(service, "c", "p", 0)  # LSN 4
         shutil.rmtree(tmp_path / "a")
-        with caplog.at_level(logging.WARNING, logger="carbonlite.serve"):
+        with caplog.at_level(logging.INFO, logger="carbonlite.serve"):
             for _ in range(3):
                 service.flush_all()  # never raises: a's failure is recorded
         assert committed(tmp_path, "b") == {("p", 0): 3, ("p", 1): 3}
@@ -65,9 +67,13 @@ def test_a_failing_table_does_not_stop_the_tables_after_it(
         assert "no table 'a'" in report["tables"]["a"]["error"]
         assert list(report["tables"]) == ["a"]  # b and c have nothing waiting
         assert report["wal"]["held_by"] == "a"
-        assert report["wal"]["first_lsn"] == 2  # b's first put released; a's kept, and later
-        assert report["wal"]["segments"] == 3 and report["wal"]["bytes"] > 0
-        assert any("table 'a'" in line and "LSN 2" in line for line in report["problems"])
+        # a's put (LSN 2) held LSNs 1 to 4: it was carried forward to LSN 5, once, and the
+        # records of b and c were released
+        assert report["tables"]["a"]["oldest_lsn"] == 5
+        assert report["wal"]["first_lsn"] == 5 and report["wal"]["segments"] == 1
+        assert any("table 'a'" in line and "LSN 5" in line for line in report["problems"])
+        carried = [r for r in caplog.records if "carried 1 waiting put(s)" in r.getMessage()]
+        assert len(carried) == 1
         cl.create_table(tmp_path / "a", SCHEMA)  # the table is back: its put is committed
         service.flush_all()
         assert committed(tmp_path, "a") == {("p", 0): 3}
@@ -99,5 +105,45 @@ def test_a_failing_tables_puts_survive_a_restart(tmp_path: Path) -> None:
         assert committed(tmp_path, "a") == {("p", 0): 3}
         assert committed(tmp_path, "b") == {("p", 0): 3}
         assert again.health()["status"] == "ok"
+    finally:
+        crash(again)
+
+
+@pytest.mark.parametrize("released_through", [None, 1, 2, 3, 9])
+def test_carried_forward_puts_are_replayed_once_and_in_order(
+    tmp_path: Path, released_through: int | None
+) -> None:
+    """p's puts 0-2 to failing table a (LSNs 1-3) are written again (LSNs 10-12); the service
+    dies before the release, or after releasing the log through LSN 1, 2, 3 or 9 (so the
+    replay finds both records of some puts, or the later only, or an older record of a
+    later sequence before the carried record of an earlier one). The table back, the next
+    run commits each put once, the marker at 2; a re-send of 2 is skipped."""
+    for name in ("a", "b"):
+        cl.create_table(tmp_path / name, SCHEMA)
+    service = start(tmp_path)
+    try:
+        for seq in range(3):
+            put(service, "a", "p", seq)
+        for seq in range(6):
+            put(service, "b", "q", seq)
+        (tmp_path / "a").rename(tmp_path / "a.aside")
+        service.flusher._flush("b")  # a's flush would fail: the table is gone
+        assert service.flusher._relog("a", "p") == 3
+        assert [p.lsn for p in service.buffer.pending("a")] == [10, 11, 12]
+        if released_through is not None:
+            service.wal.release(released_through)
+    finally:
+        crash(service)
+    (tmp_path / "a.aside").rename(tmp_path / "a")
+    again = start(tmp_path)
+    try:
+        assert committed(tmp_path, "a") == {("p", s): 3 for s in range(3)}
+        assert committed(tmp_path, "b") == {("q", s): 3 for s in range(6)}
+        assert cl.open_table(tmp_path / "a").transaction_version("flight:p") == 2
+        events = again.catalog.table("a", refresh=False)
+        assert again._put(PutRequest("a", "p", 2), rows("p", 2), events)["skipped"] is True
+        put(again, "a", "p", 3)
+        again.flush_all()
+        assert committed(tmp_path, "a") == {("p", s): 3 for s in range(4)}
     finally:
         crash(again)
