@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import threading
 import unicodedata
@@ -203,8 +204,9 @@ class Catalog:
         with self._lock:
             held = list(self._tables.items())
         for name, h in held:
-            if h.path != self.path_of(name):
-                text = text.replace(h.path, self.path_of(name))
+            if h.path != self.path_of(name):  # /proc/self/fd/12, not the start of .../123
+                pinned = re.compile(re.escape(h.path) + "(?![0-9])")
+                text = pinned.sub(self.path_of(name).replace("\\", "\\\\"), text)
         return text
 
     def names(self) -> Iterator[str]:

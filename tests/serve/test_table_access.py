@@ -239,6 +239,8 @@ def test_names_are_checked_at_every_access(root: Path, outside: Path) -> None:
     catalog = Catalog(str(root))
     try:
         assert catalog.table("sales/eu").count_rows() == 0
+        opened = catalog.table("sales/eu").path  # through /proc/self/fd/N: named as it is
+        assert catalog.shown(f"at {opened}/x") == f"at {root}/sales/eu/x"
         os.symlink(outside, root / "link")
         os.symlink(root / "sales", root / "region")
         for name in ("link", "region/eu"):
