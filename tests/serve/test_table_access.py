@@ -53,10 +53,16 @@ def swap_for_link(root: Path, name: str, target: Path) -> Path:
 
 def copy_outside(root: Path, name: str, outside: Path) -> tuple[Path, dict[str, bytes]]:
     """A copy of table ``name`` outside the root (the same log, the same table id: a table
-    the service cannot tell from its own by its contents), and its files."""
+    the service cannot tell from its own by its contents), and its files. The table may be
+    committing meanwhile: a copy that met a file going away is made again."""
     copy = outside.parent / "copy"
-    shutil.copytree(root / name, copy, symlinks=True)
-    return copy, files_of(copy)
+    for _ in range(20):
+        try:
+            shutil.copytree(root / name, copy, symlinks=True)
+            return copy, files_of(copy)
+        except shutil.Error:
+            shutil.rmtree(copy)
+    raise AssertionError(f"could not copy {root / name} while it was being written")
 
 
 def restore(root: Path, name: str, aside: Path) -> None:
@@ -135,6 +141,7 @@ def test_a_table_swapped_for_a_symlink_while_producers_put(root: Path, outside: 
     rng = random.Random(25)
     acked: set[tuple[str, int]] = set()
     refused: list[str] = []
+    errors: list[BaseException] = []
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -149,6 +156,9 @@ def test_a_table_swapped_for_a_symlink_while_producers_put(root: Path, outside: 
                 with lock:
                     refused.append(str(exc))
                 return  # a refused producer stops (its put was not acknowledged)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                return
             with lock:
                 acked.add((name, seq))
 
@@ -156,18 +166,26 @@ def test_a_table_swapped_for_a_symlink_while_producers_put(root: Path, outside: 
         threads = [threading.Thread(target=produce, args=(service, f"p{i}")) for i in range(3)]
         for t in threads:
             t.start()
-        time.sleep(rng.uniform(0.3, 0.8))
+        wait_for(lambda: len(acked) >= 6, "puts to be acknowledged")
+        time.sleep(rng.uniform(0.1, 0.6))
         copy, before = copy_outside(root, "events", outside)
         aside = swap_for_link(root, "events", copy)
-        time.sleep(0.5)
+        wait_for(lambda: len(refused) + len(errors) == 3, "every producer to be refused")
         stop.set()
         for t in threads:
             t.join(60)
+        assert not errors, errors
         client = service.client()
         with pytest.raises(flight.FlightServerError, match="is a symbolic link"):
             put(client, "events", "late", 0, rows("late", 0))
         assert refused and acked, (refused, acked)
         assert all("is a symbolic link" in r or "no table 'events'" in r for r in refused)
+
+        def settled() -> bool:  # a flush that began before the swap has ended
+            waiting = health(client)["tables"].get("events")
+            return waiting is None or waiting["error"] is not None
+
+        wait_for(settled, "a flush after the swap")
         committed = puts_in(cl.open_table(aside).to_arrow())
         waiting = health(client)["tables"].get("events", {"pending_puts": 0})
         assert set(committed) <= acked and set(committed.values()) <= {3}
