@@ -1,5 +1,5 @@
-"""The service's flusher: commits the buffered puts table by table, then lets the write-ahead
-log go up to what is committed.
+"""The service's flusher: has the buffered puts committed table by table (the service's
+``_flush`` commits one table's), then lets the write-ahead log go up to what is committed.
 
 - **Each table on its own.** A table whose flush fails (its directory deleted or swapped for
   a link, a storage error, a schema that no longer fits) keeps its puts in memory and in the
@@ -19,30 +19,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
-from collections.abc import Iterator
-
-import pyarrow as pa
+from collections.abc import Callable, Iterator
 
 from carbonlite.errors import CarbonLiteError
-from carbonlite.metadata import TxnMovedError
-from carbonlite.seams import reach
 from carbonlite.serve.answers import one_line
-from carbonlite.serve.buffer import Buffer, Put, marker_of
+from carbonlite.serve.buffer import Buffer
 from carbonlite.serve.catalog import Catalog
 from carbonlite.serve.health import FlushFailures
 from carbonlite.serve.records import PutRequest, encode_put
 from carbonlite.serve.wal import WriteAheadLog
 
-__all__ = ["Flusher", "ProducerLocks", "in_table"]
+__all__ = ["Flusher", "ProducerLocks"]
 
 log = logging.getLogger("carbonlite.serve")
-
-
-def in_table(sequence: int, marker: int | None) -> bool:
-    """Whether a put with ``sequence`` is in a table whose marker of its producer is
-    ``marker``."""
-    return marker is not None and sequence <= marker
 
 
 class ProducerLocks:
@@ -92,16 +81,18 @@ class Flusher:
         wal: WriteAheadLog,
         locks: ProducerLocks,
         *,
+        flush_table: Callable[[str], None],
         retry_seconds: float,
     ) -> None:
         self.catalog = catalog
         self.buffer = buffer
         self.wal = wal
         self.locks = locks
+        self.flush_table = flush_table
+        """Commits one table's pending puts (the service's ``_flush``)."""
         self.retry_seconds = retry_seconds
         self.failures = FlushFailures()
         self.release_error: str | None = None
-        self.flushes = 0
         self._carrying = threading.Lock()
 
     def flush_all(self) -> None:
@@ -109,7 +100,7 @@ class Flusher:
         its puts and is reported), then release the log up to what is in."""
         for name in sorted(self.buffer.tables_pending()):
             try:
-                self._flush(name)
+                self.flush_table(name)
             except Exception as exc:
                 self._failed(name, exc)
             else:
@@ -132,45 +123,6 @@ class Flusher:
                 message,
                 exc_info=exc if not isinstance(exc, CarbonLiteError) else None,
             )
-
-    def _flush(self, name: str) -> None:
-        started = time.monotonic()
-        puts = self.buffer.pending(name)
-        while puts:
-            table = self.catalog.table(name)  # checked again each time, and refreshed
-            newest: dict[str, int] = {}
-            for put in puts:
-                newest[put.producer_id] = max(newest.get(put.producer_id, -1), put.sequence)
-            markers = {p: table.transaction_version(marker_of(p)) for p in newest}
-            done = [p for p in puts if in_table(p.sequence, markers[p.producer_id])]
-            if done:  # committed before (by a run that crashed after its commit): not twice
-                self.buffer.committed(name, done)
-                gone = {id(p) for p in done}
-                puts = [p for p in puts if id(p) not in gone]
-                continue
-            progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
-            rows = pa.concat_tables([p.rows for p in puts]).combine_chunks()
-            reach("serve.before_flush_commit")
-            try:
-                result = table._write(rows, txn=None, overwrite=False, progress=progress)
-            except TxnMovedError:
-                continue  # a marker moved meanwhile (another flush committed some): look again
-            if result.version is None:
-                continue  # every marker holds these puts already (skipped): look again
-            self._flushed(name, puts, rows.num_rows, result.version, started)
-            return
-
-    def _flushed(self, name: str, puts: list[Put], rows: int, version: int, started: float) -> None:
-        self.buffer.committed(name, puts)
-        self.flushes += 1
-        log.info(
-            "flushed %d put(s), %d rows into %r: version %d in %.0f ms",
-            len(puts),
-            rows,
-            name,
-            version,
-            (time.monotonic() - started) * 1000,
-        )
 
     # --- the log --------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
@@ -47,6 +48,7 @@ from carbonlite.errors import (
     SchemaMismatchError,
     TableNotFoundError,
 )
+from carbonlite.metadata import TxnMovedError
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -55,7 +57,7 @@ from carbonlite.serve.address import ListenError, listen_location
 from carbonlite.serve.answers import answering, answering_schema, guarded, one_line
 from carbonlite.serve.buffer import Buffer, Mark, Put, StaleReadError, marker_of
 from carbonlite.serve.catalog import Catalog
-from carbonlite.serve.flusher import Flusher, ProducerLocks, in_table
+from carbonlite.serve.flusher import Flusher, ProducerLocks
 from carbonlite.serve.health import health_report
 from carbonlite.serve.records import (
     PutRequest,
@@ -111,6 +113,10 @@ def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     return pa.Table.from_batches(list(batches), schema=schema)
 
 
+def _committed(sequence: int, marker: int | None) -> bool:
+    return marker is not None and sequence <= marker
+
+
 def _descriptor_name(descriptor: flight.FlightDescriptor) -> str:
     """The table a path descriptor names: its parts joined with ``/``."""
     parts = list(descriptor.path or [])
@@ -158,8 +164,14 @@ class FlightService(flight.FlightServerBase):
         self._stopping = threading.Event()
         self.wal = self._open_log(wal_dir)
         self.locks = ProducerLocks(self.wal)
+        self.flushes = 0
         self.flusher = Flusher(
-            self.catalog, self.buffer, self.wal, self.locks, retry_seconds=flush_interval
+            self.catalog,
+            self.buffer,
+            self.wal,
+            self.locks,
+            flush_table=self._flush,
+            retry_seconds=flush_interval,
         )
         self._start(location, auth_token)
         self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
@@ -202,7 +214,7 @@ class FlightService(flight.FlightServerBase):
                     continue
             # durable either way: a re-send of it is skipped, as for a producer seen live
             self.buffer.replayed(put.table, put.producer_id, put.sequence, markers[key])
-            if in_table(put.sequence, markers[key]):
+            if _committed(put.sequence, markers[key]):
                 continue  # committed before the crash
             self.buffer.add(put)
             replayed += 1
@@ -270,9 +282,46 @@ class FlightService(flight.FlightServerBase):
         """Commit every table's buffered puts, each table on its own (``flusher.py``)."""
         self.flusher.flush_all()
 
-    @property
-    def flushes(self) -> int:
-        return self.flusher.flushes
+    def _flush(self, name: str) -> None:
+        table = self.catalog.table(name)
+        started = time.monotonic()
+        puts = self.buffer.pending(name)
+        if not puts:
+            return
+        while True:
+            table = self.catalog.table(name)  # checked again (no link, not deleted), refreshed
+            newest: dict[str, int] = {}
+            for put in puts:
+                newest[put.producer_id] = max(newest.get(put.producer_id, -1), put.sequence)
+            markers = {p: table.transaction_version(marker_of(p)) for p in newest}
+            done = [p for p in puts if _committed(p.sequence, markers[p.producer_id])]
+            if done:  # committed before (by a run that crashed after its commit): not twice
+                self.buffer.committed(name, done)
+                gone = {id(p) for p in done}
+                puts = [p for p in puts if id(p) not in gone]
+                if not puts:
+                    return
+                continue
+            progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
+            rows = pa.concat_tables([p.rows for p in puts]).combine_chunks()
+            reach("serve.before_flush_commit")
+            try:
+                result = table._write(rows, txn=None, overwrite=False, progress=progress)
+            except TxnMovedError:
+                continue  # a marker moved meanwhile (another flush committed some): look again
+            if result.version is None:
+                continue  # every marker holds these puts already (skipped): look again
+            break
+        self.buffer.committed(name, puts)
+        self.flushes += 1
+        log.info(
+            "flushed %d put(s), %d rows into %r: version %d in %.0f ms",
+            len(puts),
+            rows.num_rows,
+            name,
+            result.version,
+            (time.monotonic() - started) * 1000,
+        )
 
     # --- Flight: puts -------------------------------------------------------------------------
 
@@ -335,8 +384,8 @@ class FlightService(flight.FlightServerBase):
                 lambda: table.refresh().transaction_version(marker),
             )
             if not new:
-                held = in_table(request.sequence, table.refresh().transaction_version(marker))
-                return {"version": table.version if held else None, "skipped": True}
+                in_table = _committed(request.sequence, table.refresh().transaction_version(marker))
+                return {"version": table.version if in_table else None, "skipped": True}
             self._log_put(request, rows)
         if self.buffer.pending_rows() >= self.flush_rows:
             self._wake.set()
@@ -532,7 +581,7 @@ class FlightService(flight.FlightServerBase):
             failures=self.flusher.failures.current(),
             pending=self.buffer.pending_by_table(),
             wal=self.wal.usage(),
-            flushes=self.flusher.flushes,
+            flushes=self.flushes,
             wal_syncs=self.wal.syncs,
             release_error=self.flusher.release_error,
         )
