@@ -54,7 +54,7 @@ SEAMS: dict[str, str] = {
     "ingest.before_commit": "the Kafka ingester split a batch into rows and bad records; neither is committed",
     "ingest.after_bad_commit": "a batch's bad records and their markers are committed to the bad-records table; its rows and their markers are not",
     "serve.after_wal": "a put's record is durable in the Flight service's log; the put is not in memory, answered or committed",
-    "serve.before_flush_commit": "the flusher took a table's pending puts and read their producers' markers; their rows and markers are not committed",
+    "serve.before_flush_commit": "the flusher took a table's pending puts, checked its directory and read their producers' markers; their rows and markers are not committed",
 }
 """Every seam, with what has and has not happened when it is reached."""
 

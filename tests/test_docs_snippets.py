@@ -16,15 +16,23 @@ How they run:
   environment.
 - Snippets that start Spark (``carbonlite.spark``, ``carbonlite demo``) run in tests of their
   own, marked ``spark``, each in a fresh directory: they must not depend on other snippets.
+- A bash snippet after an ``<!-- snippet: background -->`` line is a server the page's later
+  snippets talk to (``carbonlite serve``): one command, started in the background; the page
+  goes on once it printed its first line, and after the page's last snippet it gets SIGTERM
+  and must exit 0.
+- A page with an ``<!-- snippet: free-port 8815 -->`` line (anywhere) has that port number
+  replaced in its snippets by a free one, so its server never meets another on the machine.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +42,8 @@ PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob(
 RUN = ("python", "bash")
 _FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _SKIP = re.compile(r"<!--\s*snippet:\s*skip\s*(?:\((?P<reason>.*?)\))?\s*-->")
+_BACKGROUND = re.compile(r"<!--\s*snippet:\s*background\s*-->")
+_FREE_PORT = re.compile(r"<!--\s*snippet:\s*free-port\s+(?P<port>\d+)\s*-->")
 _INSTALLS = re.compile(r"\bpip3?\s+install\b")
 _SPARK = re.compile(r"\bcarbonlite\.spark\b|\bpyspark\b|\bcarbonlite\s+demo\b")
 TIMEOUT = 600
@@ -47,6 +57,8 @@ class Snippet:
     code: str
     skip: str | None
     """Why it is not run (None: it is run)."""
+    background: bool = False
+    """A server the later snippets of the page use (see the module doc)."""
 
     @property
     def spark(self) -> bool:
@@ -71,6 +83,12 @@ def snippets(page: str) -> list[Snippet]:
         line = text.count("\n", 0, match.start()) + 2  # the first line of code
         skip = None
         marker = _SKIP.fullmatch(before[-1].strip()) if before else None
+        if before and _BACKGROUND.fullmatch(before[-1].strip()):
+            assert lang == "bash" and len(code.strip().splitlines()) == 1, (
+                f"{page}:{line}: a background snippet is one bash command"
+            )
+            out.append(Snippet(page, line, lang, code, None, background=True))
+            continue
         if marker is not None:
             skip = (marker.group("reason") or "").strip()
             assert skip, (
@@ -80,6 +98,24 @@ def snippets(page: str) -> list[Snippet]:
             skip = "installs packages"
         out.append(Snippet(page, line, lang, code, skip))
     return out
+
+
+def free_ports(page: str) -> dict[str, str]:
+    """The port numbers ``page`` asks to have replaced, each with a free port."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    out = {}
+    for match in _FREE_PORT.finditer(text):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            out[match.group("port")] = str(probe.getsockname()[1])
+    return out
+
+
+def with_ports(snippet: Snippet, ports: dict[str, str]) -> Snippet:
+    code = snippet.code
+    for old, new in ports.items():
+        code = re.sub(rf"\b{old}\b", new, code)
+    return replace(snippet, code=code)
 
 
 def _package_only(tmp: Path) -> dict[str, str]:
@@ -135,6 +171,48 @@ def run_snippet(snippet: Snippet, work: Path, env: dict[str, str]) -> None:
     )
 
 
+def _stderr_of(snippet: Snippet, work: Path) -> Path:
+    return work.parent / f"background-line{snippet.line}.stderr"
+
+
+def start_background(snippet: Snippet, work: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start a background snippet (its command replaces bash, so it gets the signals) and wait
+    for its first line of output; its stderr goes to a file (a full pipe would stall it)."""
+    with open(_stderr_of(snippet, work), "w", encoding="utf-8") as stderr:
+        proc = subprocess.Popen(
+            ["bash", "-c", f"exec {snippet.code.strip()}"],
+            cwd=work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    assert proc.stdout is not None
+    if not proc.stdout.readline():
+        proc.wait(TIMEOUT)
+        raise AssertionError(
+            f"{snippet.name} (background) exited {proc.returncode} before it printed a line:\n"
+            f"{snippet.code}\n--- stderr\n{_stderr_of(snippet, work).read_text()[-3000:]}"
+        )
+    return proc
+
+
+def stop_background(snippet: Snippet, proc: subprocess.Popen[str], work: Path) -> None:
+    """SIGTERM; the snippet must exit 0."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    assert proc.returncode == 0, (
+        f"{snippet.name} (background) exited {proc.returncode} after SIGTERM:\n{snippet.code}\n"
+        f"--- stdout\n{out[-3000:]}\n"
+        f"--- stderr\n{_stderr_of(snippet, work).read_text()[-3000:]}"
+    )
+
+
 def _runs_in_page(page: str) -> list[Snippet]:
     return [s for s in snippets(page) if s.skip is None and not s.spark]
 
@@ -144,12 +222,21 @@ RUNNABLE_PAGES = [page for page in PAGES if _runs_in_page(page)]
 
 @pytest.mark.parametrize("page", RUNNABLE_PAGES)
 def test_page_snippets_run(page: str, tmp_path: Path) -> None:
-    runnable = _runs_in_page(page)
+    ports = free_ports(page)
+    runnable = [with_ports(s, ports) for s in _runs_in_page(page)]
     work = tmp_path / "work"
     work.mkdir()
     env = _package_only(tmp_path)
-    for snippet in runnable:
-        run_snippet(snippet, work, env)
+    background: list[tuple[Snippet, subprocess.Popen[str]]] = []
+    try:
+        for snippet in runnable:
+            if snippet.background:
+                background.append((snippet, start_background(snippet, work, env)))
+            else:
+                run_snippet(snippet, work, env)
+    finally:
+        for snippet, proc in background:
+            stop_background(snippet, proc, work)
 
 
 SPARK_SNIPPETS = [s for page in PAGES for s in snippets(page) if s.skip is None and s.spark]
@@ -181,14 +268,25 @@ def test_snippets_are_found(tmp_path: Path) -> None:
     page.write_text(
         "text\n\n```python\nprint(1)\n```\n\n<!-- snippet: skip (needs S3) -->\n"
         "```python\nimport boto\n```\n\n```bash\npip install x\n```\n\n```console\n$ ls\n```\n"
-        "```bash\ncarbonlite demo --rows 5\n```\n",
+        "```bash\ncarbonlite demo --rows 5\n```\n"
+        "<!-- snippet: free-port 8815 -->\n<!-- snippet: background -->\n"
+        "```bash\ncarbonlite serve tables --port 8815\n```\n"
+        "```python\nconnect('grpc://127.0.0.1:8815', 18815)\n```\n",
         encoding="utf-8",
     )
-    found = snippets(os.path.relpath(page, ROOT))
-    assert [(s.lang, s.skip, s.spark) for s in found] == [
-        ("python", None, False),
-        ("python", "needs S3", False),
-        ("bash", "installs packages", False),
-        ("bash", None, True),
+    name = os.path.relpath(page, ROOT)
+    found = snippets(name)
+    assert [(s.lang, s.skip, s.spark, s.background) for s in found] == [
+        ("python", None, False, False),
+        ("python", "needs S3", False, False),
+        ("bash", "installs packages", False, False),
+        ("bash", None, True, False),
+        ("bash", None, False, True),
+        ("python", None, False, False),
     ]
     assert found[0].line == 4 and found[0].code == "print(1)\n"
+    ports = free_ports(name)
+    assert list(ports) == ["8815"] and ports["8815"] != "8815"
+    assert (
+        with_ports(found[5], ports).code == f"connect('grpc://127.0.0.1:{ports['8815']}', 18815)\n"
+    )

@@ -38,13 +38,13 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from carbonlite.errors import CarbonLiteError
 
-__all__ = ["Buffer", "Mark", "Put", "SequenceError", "StaleReadError", "marker_of"]
+__all__ = ["Buffer", "Mark", "Pending", "Put", "SequenceError", "StaleReadError", "marker_of"]
 
 
 class SequenceError(CarbonLiteError, ValueError):
@@ -68,6 +68,17 @@ class Put:
     lsn: int
     """Its record in the write-ahead log."""
     rows: pa.Table
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One table's puts not committed yet."""
+
+    puts: int
+    rows: int
+    bytes: int
+    lowest_lsn: int
+    """The oldest of their log records: the log keeps it and every later one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +264,32 @@ class Buffer:
         with self._lock:
             return {
                 name: sum(e.put.rows.num_rows for e in b.pending)
+                for name, b in self._tables.items()
+                if b.pending
+            }
+
+    def relogged(self, table: str, lsns: Mapping[int, int]) -> None:
+        """Pending puts of ``table`` were written to the log again: each whose LSN is a key of
+        ``lsns`` now has the value as its LSN (their earlier records may be released). A put
+        committed meanwhile is left as it is."""
+        with self._lock:
+            buffer = self._table(table)
+            for entry in buffer.pending:
+                new = lsns.get(entry.put.lsn)
+                if new is not None:
+                    entry.put = replace(entry.put, lsn=new)
+            buffer.pending.sort(key=_lsn)
+
+    def pending_by_table(self) -> dict[str, Pending]:
+        """Each table with puts not committed yet: how many, and the oldest log record."""
+        with self._lock:
+            return {
+                name: Pending(
+                    len(b.pending),
+                    sum(e.put.rows.num_rows for e in b.pending),
+                    sum(e.nbytes for e in b.pending),
+                    b.pending[0].put.lsn,
+                )
                 for name, b in self._tables.items()
                 if b.pending
             }

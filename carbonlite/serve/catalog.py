@@ -1,90 +1,217 @@
 """The tables a service serves: every CarbonLite table under one local root directory,
 named by its path relative to the root (``events``, ``sales/eu``).
 
-A name comes from a client, so it is checked before it touches the file system: relative,
-``/``-separated, each part a valid name (no ``..``, no ``.``, no control characters; see
-``carbonlite/names.py``), and the resolved directory (symbolic links followed) must still be
-inside the root. Anything else is :class:`TableNameError`.
+A name comes from a client, so it is checked before it touches the file system
+(:func:`name_parts`): relative, ``/``-separated, at most :data:`MAX_PARTS` parts, each a valid
+path component (no ``..``, ``.``, ``\\``, NUL or other control and format characters, at most
+200 bytes; see ``carbonlite/names.py``), in Unicode's composed form (NFC) and unchanged in its
+parts by compatibility folding (NFKC: two full-width full stops, U+FF0E, are refused rather than risk being
+read as ``..`` somewhere). Anything else is :class:`TableNameError`.
+
+Every access (a put, a flush, a read) walks the name from the root one directory at a time
+with ``O_NOFOLLOW``: a symbolic link anywhere on the way (or at the table's ``_carbonlite``,
+``_carbonlite/log`` or ``segments``) is refused with :class:`TableNameError`, so nothing is
+ever reached outside the root or through a link, and a directory that is gone is
+:class:`TableNotFoundError`. A table is opened through its directory's descriptor
+(``/proc/self/fd/N``), held open while the service runs: what the table writes goes into the
+directory that was checked, even when the name is swapped for a link to elsewhere between the
+check and the write. When the walk finds another directory at the name than the one held
+(deleted and created again, moved), the table is opened anew.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import stat
 import threading
+import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from carbonlite.create import open_table
 from carbonlite.errors import CarbonLiteError, TableNotFoundError
 from carbonlite.metadata.log import LOG_DIR
-from carbonlite.names import name_problem
+from carbonlite.names import MAX_NAME_BYTES, name_problem
+from carbonlite.serve.wire import quote, text_problem
 from carbonlite.table import Table
 
-__all__ = ["Catalog", "TableNameError"]
+__all__ = ["MAX_PARTS", "Catalog", "TableNameError", "name_parts"]
+
+MAX_PARTS = 16
+"""Most ``/``-separated parts in a table name."""
+_PROC_FDS = "/proc/self/fd"
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_RULES = (
+    "a table name is a relative path such as 'events' or 'sales/eu': parts of 1 to "
+    f"{MAX_NAME_BYTES} bytes without '..', '.', '\\', control or format characters"
+)
 
 
 class TableNameError(CarbonLiteError, ValueError):
-    """A table name that is not a plain relative path inside the served root."""
+    """A table name that is not a plain relative path inside the served root, or whose
+    directory is reached through a symbolic link."""
+
+
+def _part_problem(part: str) -> str | None:
+    problem = name_problem(part) or text_problem(part)
+    if problem is None and len(part.encode("utf-8")) > MAX_NAME_BYTES:
+        problem = f"is {len(part.encode('utf-8'))} bytes long (UTF-8), more than {MAX_NAME_BYTES}"
+    return problem
+
+
+def name_parts(name: object) -> list[str]:
+    """The parts of table name ``name``; :class:`TableNameError` unless it is a plain relative
+    path (see the module doc)."""
+    if not isinstance(name, str) or not name or name.startswith("/"):
+        raise TableNameError(f"table name {quote(name)} is not relative: {_RULES}")
+    parts = name.split("/")
+    if len(parts) > MAX_PARTS:
+        raise TableNameError(f"table name {quote(name)} has more than {MAX_PARTS} parts: {_RULES}")
+    for part in parts:
+        problem = _part_problem(part)
+        if problem is not None:
+            raise TableNameError(
+                f"table name {quote(name)}: part {quote(part)} {problem}; {_RULES}"
+            )
+    if unicodedata.normalize("NFC", name) != name:
+        raise TableNameError(
+            f"table name {quote(name)} is not in Unicode's composed form (NFC): send "
+            f"{quote(unicodedata.normalize('NFC', name))}"
+        )
+    folded = unicodedata.normalize("NFKC", name)
+    if folded.split("/") != parts and any(_part_problem(p) for p in folded.split("/")):
+        raise TableNameError(
+            f"table name {quote(name)} reads as {quote(folded)} once compatibility characters "
+            f"are folded (NFKC), which is not a plain relative path: {_RULES}"
+        )
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    table: Table
+    identity: tuple[int, int]
+    """The directory's ``(st_dev, st_ino)``."""
+    path: str
+    """What the table was opened with: ``/proc/self/fd/N`` (or the real path, without /proc)."""
 
 
 class Catalog:
     """The tables under ``root``; each opened once and kept (a writer id of the service's
-    own for the tables it writes to)."""
+    own for the tables it writes to), and checked again at every access."""
 
     def __init__(self, root: str, *, writer_id: str = "flight-service") -> None:
-        if not os.path.isdir(root):
+        if not isinstance(root, str) or "\x00" in root or not os.path.isdir(root):
             raise TableNotFoundError(f"{root!r} is not a directory: serve a directory of tables")
         self.root = os.path.realpath(root)
         self.writer_id = writer_id
-        self._tables: dict[str, Table] = {}
-        self._paths: dict[str, str] = {}
+        self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._pin = os.path.isdir(os.path.join(_PROC_FDS, str(self._root_fd)))
+        self._tables: dict[str, _Held] = {}
+        self._fds: list[int] = []
+        """Every directory a table was opened through, kept open until :meth:`close`: a table
+        replaced at its name may still be in use, and a reused descriptor number would point
+        its paths at another directory."""
         self._lock = threading.Lock()
 
     def path_of(self, name: str) -> str:
-        """The directory of table ``name``; :class:`TableNameError` if the name is malformed
-        or escapes the root."""
-        found = self._paths.get(name)
-        if found is not None:
-            return found
-        path = self._check(name)
-        with self._lock:
-            if len(self._paths) < 10_000:  # names of tables that exist, as a rule
-                self._paths[name] = path
-        return path
-
-    def _check(self, name: str) -> str:
-        if not isinstance(name, str) or not name or name.startswith("/"):
-            raise TableNameError(
-                f"table name {name!r} must be a relative path such as 'events' or 'sales/eu'"
-            )
-        for part in name.split("/"):
-            problem = name_problem(part)
-            if problem is not None:
-                raise TableNameError(f"table name {name!r}: part {part!r} {problem}")
-        path = os.path.realpath(os.path.join(self.root, name))
-        if os.path.commonpath([path, self.root]) != self.root:
-            raise TableNameError(f"table name {name!r} leads outside the served root")
-        return path
+        """Where table ``name`` is (for messages); :class:`TableNameError` if the name is
+        malformed."""
+        return os.path.join(self.root, *name_parts(name))
 
     def table(self, name: str, *, refresh: bool = True) -> Table:
-        """Table ``name``, refreshed to its latest version unless ``refresh`` is False (the
-        version last loaded: enough for its schema); :class:`TableNotFoundError` when there
-        is none."""
-        path = self.path_of(name)
+        """Table ``name``, its directory checked again (see the module doc) and refreshed to
+        its latest version unless ``refresh`` is False (the version last loaded: enough for
+        its schema). :class:`TableNotFoundError` when there is none, :class:`TableNameError`
+        when it is reached through a symbolic link."""
+        parts = name_parts(name)
+        fd = self._walk(name, parts)
+        try:
+            self._check_layout(name, fd)
+            identity = _identity(fd)
+            with self._lock:
+                held = self._tables.get(name)
+                if held is None or held.identity != identity:
+                    held = self._open(name, fd, identity)
+                    fd = -1  # kept open: the table's directory
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        return held.table.refresh() if refresh else held.table
+
+    def _walk(self, name: str, parts: list[str]) -> int:
+        """An open descriptor of ``name``'s directory, reached from the root without following
+        a symbolic link."""
+        fd = os.dup(self._root_fd)
+        try:
+            for i, part in enumerate(parts):
+                below = self._step(name, "/".join(parts[: i + 1]), part, fd)
+                os.close(fd)
+                fd = below
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _step(self, name: str, where: str, part: str, fd: int) -> int:
+        try:
+            return os.open(part, _OPEN_DIR, dir_fd=fd)
+        except OSError as exc:
+            kind = _kind(part, fd)
+            if kind == "link":
+                raise TableNameError(
+                    f"table {name!r}: {where!r} under {self.root!r} is a symbolic link; the "
+                    "service reaches tables only through real directories inside its root"
+                ) from None
+            if kind == "missing" or exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                raise TableNotFoundError(
+                    f"no table {name!r} under {self.root!r}: {where!r} is "
+                    f"{'not there' if kind == 'missing' else 'not a directory'} (the service "
+                    "lists its tables with ListFlights)"
+                ) from None
+            raise TableNotFoundError(
+                f"cannot open table {name!r} under {self.root!r}: {where!r}: {exc.strerror}"
+            ) from None
+
+    def _check_layout(self, name: str, fd: int) -> None:
+        """The table's own directories are real ones (``segments`` may not exist yet)."""
+        for sub, needed in (("_carbonlite", True), (LOG_DIR, True), ("segments", False)):
+            kind = _kind(sub, fd)
+            if kind == "link":
+                raise TableNameError(
+                    f"table {name!r}: its {sub!r} is a symbolic link; the service writes only "
+                    "into real directories inside its root"
+                )
+            if needed and kind != "dir":
+                raise TableNotFoundError(
+                    f"no table {name!r} under {self.root!r}: its directory has no {sub!r} "
+                    "(deleted, or not a CarbonLite table)"
+                )
+
+    def _open(self, name: str, fd: int, identity: tuple[int, int]) -> _Held:
+        """Open the table in directory ``fd`` (kept open from now on) under the lock."""
+        path = os.path.join(_PROC_FDS, str(fd)) if self._pin else self.path_of(name)
+        held = _Held(open_table(path, writer_id=self.writer_id), identity, path)
+        self._fds.append(fd)
+        self._tables[name] = held
+        return held
+
+    def shown(self, text: str) -> str:
+        """``text`` with the ``/proc/self/fd/N`` paths tables are opened through replaced by
+        where those tables are."""
         with self._lock:
-            table = self._tables.get(name)
-            if table is None:
-                if not os.path.isdir(os.path.join(path, LOG_DIR)):
-                    raise TableNotFoundError(
-                        f"no table {name!r} under {self.root!r} (the service lists its tables "
-                        "with ListFlights)"
-                    )
-                table = open_table(path, writer_id=self.writer_id)
-                self._tables[name] = table
-        return table.refresh() if refresh else table
+            held = list(self._tables.items())
+        for name, h in held:
+            if h.path != self.path_of(name):  # /proc/self/fd/12, not the start of .../123
+                pinned = re.compile(re.escape(h.path) + "(?![0-9])")
+                text = pinned.sub(self.path_of(name).replace("\\", "\\\\"), text)
+        return text
 
     def names(self) -> Iterator[str]:
         """Every table under the root, by name, in sorted order (a table's own directories
-        are not searched for more tables)."""
+        are not searched for more tables, symbolic links are not followed)."""
         for dirpath, dirnames, _ in os.walk(self.root):
             if os.path.isdir(os.path.join(dirpath, LOG_DIR)):
                 dirnames.clear()
@@ -97,6 +224,30 @@ class Catalog:
 
     def close(self) -> None:
         with self._lock:
-            for table in self._tables.values():
-                table.close()
+            for held in self._tables.values():
+                held.table.close()
             self._tables.clear()
+            for fd in self._fds:
+                os.close(fd)
+            self._fds.clear()
+            if self._root_fd >= 0:
+                os.close(self._root_fd)
+                self._root_fd = -1
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _kind(path: str, fd: int) -> str:
+    """``path`` relative to directory ``fd``, not following a link: dir, link, other, missing."""
+    try:
+        mode = os.stat(path, dir_fd=fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "other"
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "dir" if stat.S_ISDIR(mode) else "other"

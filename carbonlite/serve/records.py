@@ -5,19 +5,34 @@ A log record is one put: a 4-byte big-endian length, that many bytes of JSON
 
 Client JSON: a ``DoPut`` descriptor's command ``{"table", "producer_id", "sequence"}``; a
 ``GetFlightInfo`` command ``{"table", "columns", "filter", "version"}``; and the service's
-own tickets (``Ticket``), which a client only passes back.
+own tickets (``Ticket``), which a client only passes back. Each is checked against its
+schema (``wire.py``: size and nesting before parsing, then every field's type and range,
+unknown fields refused) before the service acts on it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from carbonlite.errors import CarbonLiteError, CorruptDataError
+from carbonlite.errors import CorruptDataError
+from carbonlite.serve.wire import (
+    INT64_MAX,
+    MAX_COMMAND_BYTES,
+    MAX_TICKET_BYTES,
+    BadRequestError,
+    Rule,
+    check_fields,
+    dnf_rule,
+    int64_rule,
+    load_object,
+    producer_id_rule,
+)
 
 __all__ = [
     "BadRequestError",
@@ -32,10 +47,6 @@ __all__ = [
 ]
 
 _LENGTH = struct.Struct(">I")
-
-
-class BadRequestError(CarbonLiteError, ValueError):
-    """A descriptor or ticket that is not the JSON the service expects."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,76 +99,88 @@ class Ticket:
 
     @classmethod
     def decode(cls, data: bytes) -> Ticket:
-        body = _object(data, "ticket")
-        try:
-            return cls(
-                table=body["table"],
-                version=int(body["version"]),
-                columns=body.get("columns"),
-                filter=body.get("filter"),
-                split=body.get("split"),
-                memory=bool(body.get("memory", False)),
-                markers=body.get("markers"),
-                instance=body.get("instance"),
-                commits=int(body.get("commits", 0)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BadRequestError(f"ticket {data[:200]!r} is not one this service made") from exc
+        """A ticket this service made, checked field by field (:class:`BadRequestError`)."""
+        body = load_object(data, "ticket", limit=MAX_TICKET_BYTES)
+        check_fields(body, _TICKET, "ticket")
+        return cls(
+            table=body["table"],
+            version=body["version"],
+            columns=body.get("columns"),
+            filter=body.get("filter"),
+            split=body.get("split"),
+            memory=body["memory"],
+            markers=body.get("markers"),
+            instance=body.get("instance"),
+            commits=body["commits"],
+        )
 
 
-def _object(data: bytes, what: str) -> dict[str, Any]:
-    try:
-        body = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadRequestError(f"the {what} is not JSON ({exc}): {data[:200]!r}") from None
-    if not isinstance(body, dict):
-        raise BadRequestError(f"the {what} must be a JSON object, not {data[:200]!r}")
-    return body
+def _is_table_name(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value.encode("utf-8", "surrogatepass")) <= 1024
+
+
+def _is_columns(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) <= 10_000
+        and all(isinstance(c, str) and c for c in value)
+        and len(set(value)) == len(value)
+    )
+
+
+def _is_markers(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        _PRODUCER_ID.accept(k) and (v is None or _is_int64(v)) for k, v in value.items()
+    )
+
+
+def _is_int64(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX
+
+
+_PRODUCER_ID = producer_id_rule()
+_TABLE = Rule(
+    "a table name such as 'events' or 'sales/eu' (text, at most 1024 bytes)", _is_table_name
+)
+_COLUMNS = Rule("a list of distinct column names", _is_columns, required=False)
+_VERSION = int64_rule("a version number", required=False)
+_PUT = {
+    "table": _TABLE,
+    "producer_id": _PRODUCER_ID,
+    "sequence": int64_rule("a sequence that grows with each put of the producer"),
+}
+_READ = {"table": _TABLE, "columns": _COLUMNS, "filter": dnf_rule(), "version": _VERSION}
+_TICKET = {
+    "table": _TABLE,
+    "version": int64_rule("the version it was planned on"),
+    "columns": _COLUMNS,
+    "filter": dnf_rule(),
+    "split": int64_rule("a split of the plan", required=False),
+    "memory": Rule("true or false", lambda v: isinstance(v, bool)),
+    "markers": Rule("producers' markers", _is_markers, required=False),
+    "instance": Rule(
+        "a service run's id (32 hex digits)",
+        lambda v: isinstance(v, str) and re.fullmatch("[0-9a-f]{32}", v) is not None,
+        required=False,
+    ),
+    "commits": int64_rule("a commit count"),
+}
 
 
 def parse_put(command: bytes) -> PutRequest:
     """A ``DoPut`` command: ``{"table": str, "producer_id": str, "sequence": int}``."""
-    body = _object(command, "DoPut descriptor command")
-    table, producer, sequence = body.get("table"), body.get("producer_id"), body.get("sequence")
-    if not isinstance(table, str) or not table:
-        raise BadRequestError(f'the DoPut command needs "table" (a table name): {body}')
-    if not isinstance(producer, str) or not producer:
-        raise BadRequestError(f'the DoPut command needs "producer_id" (a string): {body}')
-    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 0:
-        raise BadRequestError(
-            f'the DoPut command needs "sequence", an integer >= 0 that grows with each put of '
-            f"the producer: {body}"
-        )
-    unknown = sorted(set(body) - {"table", "producer_id", "sequence"})
-    if unknown:
-        raise BadRequestError(f"the DoPut command has unknown keys {unknown}: {body}")
-    return PutRequest(table, producer, sequence)
+    body = load_object(command, "DoPut command", limit=MAX_COMMAND_BYTES)
+    check_fields(body, _PUT, "DoPut command")
+    return PutRequest(body["table"], body["producer_id"], body["sequence"])
 
 
 def parse_read(command: bytes) -> ReadRequest:
     """A ``GetFlightInfo`` command: ``{"table", "columns"?, "filter"?, "version"?}``."""
-    body = _object(command, "GetFlightInfo descriptor command")
-    table = body.get("table")
-    if not isinstance(table, str) or not table:
-        raise BadRequestError(f'the command needs "table" (a table name): {body}')
-    columns = body.get("columns")
-    if columns is not None and (
-        not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)
-    ):
-        raise BadRequestError(f'"columns" must be a list of column names: {body}')
-    filter = body.get("filter")
-    if filter is not None and not isinstance(filter, list):
-        raise BadRequestError(
-            f'"filter" must be DNF lists such as [["id", ">", 5]] or [[["a", "=", 1]], '
-            f'[["b", "<", 2]]]: {body}'
-        )
-    version = body.get("version")
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-        raise BadRequestError(f'"version" must be a version number: {body}')
-    unknown = sorted(set(body) - {"table", "columns", "filter", "version"})
-    if unknown:
-        raise BadRequestError(f"the command has unknown keys {unknown}: {body}")
-    return ReadRequest(table, columns, dnf_filter(filter), version)
+    body = load_object(command, "GetFlightInfo command", limit=MAX_COMMAND_BYTES)
+    check_fields(body, _READ, "GetFlightInfo command")
+    return ReadRequest(
+        body["table"], body.get("columns"), dnf_filter(body.get("filter")), body.get("version")
+    )
 
 
 def dnf_filter(filter: list[Any] | None) -> list[Any] | None:

@@ -1,10 +1,11 @@
 """``carbonlite serve``: every table under a root directory over Arrow Flight.
 
 - ``ListFlights``: one ``FlightInfo`` per table (``descriptor.path == [name]``), with its
-  schema and row count.
+  schema and row count (committed rows and those still in memory).
 - ``GetFlightInfo``: a table's (projected) schema and its endpoints: one per split of the
   committed blocklets a scan would read (planned with the filter's pruning, at ``version``
   for time travel) and, at the latest version, one for the rows still in memory.
+- ``GetSchema``: a table's (projected) schema.
 - ``DoGet``: one endpoint's rows, projected and filtered.
 - ``DoPut``: one atomic, exactly-once append per stream, keyed by ``(producer_id, sequence)``.
   The rows go to the write-ahead log (concurrent puts share one fsync: group commit) and
@@ -14,7 +15,13 @@
   (``flight:<producer_id>``), moved by compare-and-set, and then lets the log go. A re-sent
   put whose sequence is durable answers ``{"version": <committed version or null>,
   "skipped": true}`` and writes nothing.
-- ``DoAction("healthcheck")``: ``{"status": "ok", ...}``.
+- ``DoAction("healthcheck")``: ``{"status": "ok" | "degraded", ...}`` (``health.py``).
+
+Tables flush independently: one whose flush fails keeps its puts in memory and in the log,
+its error is logged and reported by the healthcheck, and the others go on. Every access to
+a table checks its directory again (``catalog.py``: no symbolic link, inside the root, still
+there). Every failure reaches the client as a one-line ``FlightServerError``
+(``answers.py``).
 
 Started again after a crash, the service replays its log before it listens: a put whose
 marker the table already holds is dropped, every other one is buffered and flushed, so
@@ -37,20 +44,22 @@ import pyarrow.flight as flight
 
 from carbonlite.errors import (
     CarbonLiteError,
-    InvalidFilterError,
+    InvalidOptionError,
     SchemaMismatchError,
     TableNotFoundError,
-    VersionNotFoundError,
 )
 from carbonlite.metadata import TxnMovedError
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.seams import reach
-from carbonlite.serve.buffer import Buffer, Mark, Put, SequenceError, StaleReadError, marker_of
-from carbonlite.serve.catalog import Catalog, TableNameError
+from carbonlite.serve.address import ListenError, listen_location
+from carbonlite.serve.answers import answering, answering_schema, guarded, one_line
+from carbonlite.serve.buffer import Buffer, Mark, Put, StaleReadError, marker_of
+from carbonlite.serve.catalog import Catalog
+from carbonlite.serve.flusher import Flusher, ProducerLocks
+from carbonlite.serve.health import health_report
 from carbonlite.serve.records import (
-    BadRequestError,
     PutRequest,
     ReadRequest,
     Ticket,
@@ -61,14 +70,26 @@ from carbonlite.serve.records import (
     parse_read,
 )
 from carbonlite.serve.wal import WriteAheadLog
+from carbonlite.serve.wire import BadRequestError, load_object, quote
+from carbonlite.table import Table
 from carbonlite.writer.batches import conformed_batches
 
-__all__ = ["WAL_DIR", "FlightService"]
+__all__ = ["MAX_PUT_BYTES", "WAL_DIR", "FlightService"]
 
 WAL_DIR = ".carbonlite-serve/wal"
 """The write-ahead log's directory under the served root (hidden: not a table)."""
+MAX_PUT_BYTES = 256 * 1024 * 1024
+"""The most bytes of rows one put may hold (``--max-put-bytes``)."""
 
 log = logging.getLogger("carbonlite.serve")
+
+_ACTIONS = [
+    (
+        "healthcheck",
+        "The service's state: {'status': 'ok' | 'degraded', 'problems': [...], 'tables': "
+        "{name: {pending puts, flush error}}, 'wal': {size, held_by}, ...}. Takes no body.",
+    )
+]
 
 
 class _TokenAuth(flight.ServerMiddlewareFactory):
@@ -86,20 +107,6 @@ class _TokenAuth(flight.ServerMiddlewareFactory):
         return None
 
 
-def _flight_error(exc: Exception) -> Exception:
-    """The Flight error a client sees for ``exc``."""
-    if isinstance(exc, (TableNotFoundError, VersionNotFoundError)):
-        return flight.FlightServerError(f"not found: {exc}")
-    if isinstance(
-        exc,
-        (BadRequestError, TableNameError, InvalidFilterError, SequenceError, StaleReadError),
-    ):
-        return pa.ArrowInvalid(str(exc))
-    if isinstance(exc, SchemaMismatchError):
-        return pa.ArrowInvalid(f"schema mismatch: {exc}")
-    return flight.FlightServerError(f"{type(exc).__name__}: {exc}")
-
-
 def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     """A put's rows in the table's schema (the casts ``append`` allows)."""
     batches = conformed_batches(data, schema, where=f"table {name!r}")
@@ -108,6 +115,24 @@ def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
 
 def _committed(sequence: int, marker: int | None) -> bool:
     return marker is not None and sequence <= marker
+
+
+def _descriptor_name(descriptor: flight.FlightDescriptor) -> str:
+    """The table a path descriptor names: its parts joined with ``/``."""
+    parts = list(descriptor.path or [])
+    if not parts:
+        raise BadRequestError("a path descriptor needs the table's name: for_path('events')")
+    try:
+        texts = [p.decode("utf-8") if isinstance(p, bytes) else p for p in parts]
+    except UnicodeDecodeError:
+        raise BadRequestError(f"the descriptor's path {quote(parts)} is not UTF-8") from None
+    return "/".join(texts)
+
+
+def _read_request(descriptor: flight.FlightDescriptor) -> ReadRequest:
+    if descriptor.descriptor_type == flight.DescriptorType.PATH:
+        return ReadRequest(_descriptor_name(descriptor))
+    return parse_read(descriptor.command)
 
 
 class FlightService(flight.FlightServerBase):
@@ -122,56 +147,102 @@ class FlightService(flight.FlightServerBase):
         auth_token: str | None = None,
         flush_interval: float = 1.0,
         flush_rows: int = 100_000,
+        max_put_bytes: int = MAX_PUT_BYTES,
         wal_dir: str | None = None,
     ) -> None:
+        location = listen_location(host, port)  # before anything is created or replayed
+        if isinstance(max_put_bytes, bool) or not isinstance(max_put_bytes, int):
+            raise InvalidOptionError(f"max_put_bytes must be an int, not {max_put_bytes!r}")
         self.catalog = Catalog(root)
         self.buffer = Buffer()
         self.flush_interval = flush_interval
         self.flush_rows = flush_rows
-        self.wal = WriteAheadLog(wal_dir or os.path.join(self.catalog.root, WAL_DIR))
-        self._producer_locks: dict[tuple[str, str], threading.Lock] = {}
-        self._locks_lock = threading.Lock()
-        self._lsn_floor: dict[int, int] = {}
-        """Per put in flight (by thread): the log's next LSN before its append, so no LSN it
-        gets is below this."""
+        self.max_put_bytes = max_put_bytes
         self._plans: OrderedDict[tuple[Any, ...], tuple[ScanPlan, Any]] = OrderedDict()
         self._plans_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self.wal = self._open_log(wal_dir)
+        self.locks = ProducerLocks(self.wal)
         self.flushes = 0
-        self._replay()
-        middleware = {"auth": _TokenAuth(auth_token)} if auth_token else None
-        super().__init__(f"grpc://{host}:{port}", middleware=middleware)
+        self.flusher = Flusher(
+            self.catalog,
+            self.buffer,
+            self.wal,
+            self.locks,
+            flush_table=self._flush,
+            retry_seconds=flush_interval,
+        )
+        self._start(location, auth_token)
         self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
         self._flusher.start()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
+    def _open_log(self, wal_dir: str | None) -> WriteAheadLog:
+        try:
+            return WriteAheadLog(wal_dir or os.path.join(self.catalog.root, WAL_DIR))
+        except BaseException:
+            self.catalog.close()
+            raise
+
+    def _start(self, location: str, auth_token: str | None) -> None:
+        """Replay the log, then listen; on failure close what is open."""
+        middleware = {"auth": _TokenAuth(auth_token)} if auth_token else None
+        try:
+            self._replay()
+            try:
+                super().__init__(location, middleware=middleware)
+            except (pa.ArrowException, OSError) as exc:
+                raise ListenError(f"cannot listen on {location}: {one_line(str(exc))}") from None
+        except BaseException:
+            self.wal.close()
+            self.catalog.close()
+            raise
+
     def _replay(self) -> None:
         """Buffer every logged put the tables lack, then flush them (before listening)."""
         replayed = 0
         markers: dict[tuple[str, str], int | None] = {}
-        for record in self.wal.replay():
-            request, rows = decode_put(record.payload, f"write-ahead log record {record.lsn}")
-            key = (request.table, request.producer_id)
+        for put in self._logged_puts():
+            key = (put.table, put.producer_id)
             if key not in markers:
                 try:
-                    table = self.catalog.table(request.table)
+                    markers[key] = self._replay_marker(put)
                 except TableNotFoundError:
-                    log.warning("replay: table %r is gone; its put is dropped", request.table)
+                    log.warning("replay: table %r is gone; its put is dropped", put.table)
                     continue
-                markers[key] = table.transaction_version(marker_of(request.producer_id))
             # durable either way: a re-send of it is skipped, as for a producer seen live
-            self.buffer.replayed(request.table, request.producer_id, request.sequence, markers[key])
-            if _committed(request.sequence, markers[key]):
+            self.buffer.replayed(put.table, put.producer_id, put.sequence, markers[key])
+            if _committed(put.sequence, markers[key]):
                 continue  # committed before the crash
-            self.buffer.add(
-                Put(request.table, request.producer_id, request.sequence, record.lsn, rows)
-            )
+            self.buffer.add(put)
             replayed += 1
         if replayed:
             log.info("replayed %d put(s) from the write-ahead log", replayed)
         self.flush_all()
+
+    def _logged_puts(self) -> list[Put]:
+        """Every put in the log once (a put carried forward has two records: the later one
+        counts), in each producer's sequence order."""
+        latest: dict[tuple[str, str, int], Put] = {}
+        for record in self.wal.replay():
+            request, rows = decode_put(record.payload, f"write-ahead log record {record.lsn}")
+            put = Put(request.table, request.producer_id, request.sequence, record.lsn, rows)
+            latest[(put.table, put.producer_id, put.sequence)] = put
+        return [latest[key] for key in sorted(latest)]
+
+    def _replay_marker(self, put: Put) -> int | None:
+        """The table's marker of the put's producer. A table that cannot be opened now (a
+        symbolic link in the way, damage) keeps its puts, and its flushes report why."""
+        try:
+            table = self.catalog.table(put.table)
+        except TableNotFoundError:
+            raise
+        except CarbonLiteError as exc:
+            log.warning("replay: table %r cannot be opened, its puts wait: %s", put.table, exc)
+            return None
+        return table.transaction_version(marker_of(put.producer_id))
 
     def close(self) -> None:
         """After :meth:`shutdown` (no call in progress): stop the flusher, commit what is
@@ -180,8 +251,19 @@ class FlightService(flight.FlightServerBase):
         self._wake.set()
         self._flusher.join()
         self.flush_all()
+        for name, pending in self.buffer.pending_by_table().items():
+            log.warning(
+                "stopping with %d put(s) of table %r not committed: they stay in the "
+                "write-ahead log and are replayed at the next start",
+                pending.puts,
+                name,
+            )
         self.wal.close()
         self.catalog.close()
+
+    def shown(self, text: str) -> str:
+        """``text`` with paths as clients know them (see :meth:`Catalog.shown`)."""
+        return self.catalog.shown(text)
 
     # --- flushing -----------------------------------------------------------------------------
 
@@ -197,10 +279,8 @@ class FlightService(flight.FlightServerBase):
                 log.exception("flush failed; retrying in %s s", self.flush_interval)
 
     def flush_all(self) -> None:
-        """Commit every table's buffered puts, then release the log up to what is in."""
-        for name in sorted(self.buffer.tables_pending()):
-            self._flush(name)
-        self._release()
+        """Commit every table's buffered puts, each table on its own (``flusher.py``)."""
+        self.flusher.flush_all()
 
     def _flush(self, name: str) -> None:
         table = self.catalog.table(name)
@@ -209,7 +289,7 @@ class FlightService(flight.FlightServerBase):
         if not puts:
             return
         while True:
-            table.refresh()
+            table = self.catalog.table(name)  # checked again (no link, not deleted), refreshed
             newest: dict[str, int] = {}
             for put in puts:
                 newest[put.producer_id] = max(newest.get(put.producer_id, -1), put.sequence)
@@ -243,18 +323,9 @@ class FlightService(flight.FlightServerBase):
             (time.monotonic() - started) * 1000,
         )
 
-    def _release(self) -> None:
-        """Let the log go up to the lowest LSN not committed yet (in memory, or in flight)."""
-        with self._locks_lock:  # a put registering its floor after this gets a later LSN
-            written = self.wal.next_lsn
-            floors = list(self._lsn_floor.values())
-        lowest = self.buffer.lowest_pending_lsn()
-        bound = min([written, *floors, *([lowest] if lowest is not None else [])])
-        if bound > 1:
-            self.wal.release(bound - 1)
-
     # --- Flight: puts -------------------------------------------------------------------------
 
+    @answering
     def do_put(
         self,
         context: flight.ServerCallContext,
@@ -262,30 +333,49 @@ class FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
+        if descriptor.descriptor_type != flight.DescriptorType.CMD:
+            raise BadRequestError(
+                'DoPut needs FlightDescriptor.for_command(json.dumps({"table": ..., '
+                '"producer_id": ..., "sequence": ...}))'
+            )
+        request = parse_put(descriptor.command)
+        self.catalog.table(request.table, refresh=False)  # refused before its rows are read
+        data = self._read_rows(reader, request.table)
+        table = self.catalog.table(request.table, refresh=False)  # still there, still safe
         try:
-            if descriptor.descriptor_type != flight.DescriptorType.CMD:
-                raise BadRequestError(
-                    'DoPut needs FlightDescriptor.for_command(json.dumps({"table": ..., '
-                    '"producer_id": ..., "sequence": ...}))'
-                )
-            request = parse_put(descriptor.command)
-            data = reader.read_all()
-            table = self.catalog.table(request.table, refresh=False)
-            try:
-                rows = _conformed(data, table.schema, request.table)
-            except SchemaMismatchError:  # the table's columns may have changed since
-                table = self.catalog.table(request.table)
-                rows = _conformed(data, table.schema, request.table)
-            answer = self._put(request, rows, table)
-        except (CarbonLiteError, pa.ArrowException) as exc:
-            raise _flight_error(exc) from None
+            rows = _conformed(data, table.schema, request.table)
+        except SchemaMismatchError:  # the table's columns may have changed since
+            table = self.catalog.table(request.table)
+            rows = _conformed(data, table.schema, request.table)
+        answer = self._put(request, rows, table)
         writer.write(pa.py_buffer(json.dumps(answer).encode()))
 
-    def _put(self, request: PutRequest, rows: pa.Table, table: Any) -> dict[str, Any]:
-        key = (request.table, request.producer_id)
-        with self._locks_lock:
-            lock = self._producer_locks.setdefault(key, threading.Lock())
-        with lock:  # one put of a producer at a time: its sequences stay in order
+    def _read_rows(self, reader: flight.MetadataRecordBatchReader, name: str) -> pa.Table:
+        """The put's rows: at least one, at most ``max_put_bytes`` of them."""
+        schema = reader.schema
+        batches: list[pa.RecordBatch] = []
+        size = 0
+        while True:
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                break
+            if chunk.data is None:
+                continue
+            size += chunk.data.nbytes
+            if size > self.max_put_bytes:
+                raise BadRequestError(
+                    f"a put to {name!r} holds more than {self.max_put_bytes} bytes of rows (the "
+                    "service's --max-put-bytes): split it into several puts"
+                )
+            batches.append(chunk.data)
+        if sum(b.num_rows for b in batches) == 0:
+            raise BadRequestError(f"the put to {name!r} holds no rows: send at least one row")
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def _put(self, request: PutRequest, rows: pa.Table, table: Table) -> dict[str, Any]:
+        # one put of a producer at a time: its sequences stay in order
+        with self.locks.of(request.table, request.producer_id):
             marker = marker_of(request.producer_id)
             new = self.buffer.check(
                 request.table,
@@ -296,53 +386,67 @@ class FlightService(flight.FlightServerBase):
             if not new:
                 in_table = _committed(request.sequence, table.refresh().transaction_version(marker))
                 return {"version": table.version if in_table else None, "skipped": True}
-            me = threading.get_ident()
-            payload = encode_put(request, rows)
-            with self._locks_lock:
-                self._lsn_floor[me] = self.wal.next_lsn
-            try:
-                lsn = self.wal.append(payload)
-                reach("serve.after_wal")
-                self.buffer.add(
-                    Put(request.table, request.producer_id, request.sequence, lsn, rows)
-                )
-            finally:
-                with self._locks_lock:
-                    del self._lsn_floor[me]
+            self._log_put(request, rows)
         if self.buffer.pending_rows() >= self.flush_rows:
             self._wake.set()
         return {"version": None, "skipped": False}
 
+    def _log_put(self, request: PutRequest, rows: pa.Table) -> None:
+        """Append the put to the log (durable when this returns), then to memory."""
+        payload = encode_put(request, rows)
+        with self.locks.logging_put():
+            lsn = self.wal.append(payload)
+            reach("serve.after_wal")
+            self.buffer.add(Put(request.table, request.producer_id, request.sequence, lsn, rows))
+
     # --- Flight: reads ------------------------------------------------------------------------
 
+    @answering
     def list_flights(
         self, context: flight.ServerCallContext, criteria: bytes
     ) -> Iterator[flight.FlightInfo]:
+        if criteria:
+            raise BadRequestError(
+                f"ListFlights takes no criteria (it lists every table), got {quote(criteria)}"
+            )
         for name in self.catalog.names():
             try:
-                table = self.catalog.table(name)
-            except CarbonLiteError:
-                continue  # a damaged table does not hide the others
-            yield flight.FlightInfo(
-                table.schema,
-                flight.FlightDescriptor.for_path(name),
-                [],
-                table.count_rows(),
-                -1,
-            )
+                table = self.catalog.table(name, refresh=False)
+                schema, rows = table.schema, self._count_rows(name, table)
+            except (CarbonLiteError, OSError, pa.ArrowException) as exc:
+                log.debug("ListFlights leaves out table %r: %s", name, exc)
+                continue  # a damaged table (or a link in the way) does not hide the others
+            yield flight.FlightInfo(schema, flight.FlightDescriptor.for_path(name), [], rows, -1)
 
+    def _count_rows(self, name: str, table: Table) -> int:
+        """The rows a read of the latest version gets: committed, and in memory but not in
+        that version (none for a primary-key table, whose puts in memory are upserts)."""
+        for _ in range(3):
+            mark = self.buffer.mark()  # before the version: a later commit may be missing
+            snap = table.snapshot()
+            if table.primary_key:
+                return snap.num_rows
+            markers = {p: snap.txns.get(marker_of(p)) for p in self.buffer.producers(name)}
+            try:
+                memory = self.buffer.rows_after(name, markers, mark)
+            except StaleReadError:
+                continue  # rows left memory since the mark: count again
+            return snap.num_rows + sum(t.num_rows for t in memory)
+        return table.snapshot().num_rows
+
+    @answering_schema
+    def get_schema(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.SchemaResult:
+        plan, _ = self._plan(_read_request(descriptor))
+        return flight.SchemaResult(plan.schema)
+
+    @answering
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        try:
-            if descriptor.descriptor_type == flight.DescriptorType.PATH:
-                path = [p.decode() if isinstance(p, bytes) else p for p in descriptor.path]
-                request = ReadRequest("/".join(path))
-            else:
-                request = parse_read(descriptor.command)
-            plan, memory = self._plan(request)
-        except (CarbonLiteError, pa.ArrowException) as exc:
-            raise _flight_error(exc) from None
+        request = _read_request(descriptor)
+        plan, memory = self._plan(request)
         self._remember(request.table, plan, request.columns, request.filter)
         common = (request.table, plan.version, request.columns, request.filter)
         endpoints = [
@@ -368,7 +472,7 @@ class FlightService(flight.FlightServerBase):
         table = self.catalog.table(request.table)
         mark = self.buffer.mark()  # before the version: a later commit may be missing from it
         snap = table.snapshot(request.version)  # refreshed: the latest, unless asked
-        parsed = parse_filter(request.filter, snap.schema, where=repr(table.path))
+        parsed = parse_filter(request.filter, snap.schema, where=repr(request.table))
         plan = plan_scan(snap, columns=request.columns, filter=parsed)
         if request.version is not None or table.primary_key:
             # time travel reads committed rows only; a primary-key table's buffered puts are
@@ -379,31 +483,29 @@ class FlightService(flight.FlightServerBase):
         rows = sum(t.num_rows for t in self.buffer.rows_after(request.table, markers, mark))
         return plan, (markers, mark, rows)
 
+    @answering
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
-        try:
-            t = Ticket.decode(ticket.ticket)
-            if t.memory:
-                return self._memory_rows(t)
-            plan, parsed = self._cached_plan(t)
-            if t.split is None or not 0 <= t.split < len(plan.splits):
-                raise BadRequestError(f"ticket split {t.split} is not in the plan")
-            table = self.catalog.table(t.table, refresh=False)
-            reader = SplitReader(
-                table.storage, table.root, plan.table_schema, storage_options=table.storage_options
-            )
-            batches = read_splits(reader, [plan.splits[t.split]], plan.schema, parsed)
+        t = Ticket.decode(ticket.ticket)
+        if t.memory:
+            return self._memory_rows(t)
+        plan, parsed = self._cached_plan(t)
+        if t.split is None or not 0 <= t.split < len(plan.splits):
+            raise BadRequestError(f"ticket split {t.split} is not in the plan")
+        table = self.catalog.table(t.table, refresh=False)
+        reader = SplitReader(
+            table.storage, table.root, plan.table_schema, storage_options=table.storage_options
+        )
+        batches = read_splits(reader, [plan.splits[t.split]], plan.schema, parsed)
 
-            def stream() -> Iterator[pa.RecordBatch]:
-                try:
-                    yield from batches
-                finally:
-                    reader.close()
+        def stream() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from batches
+            finally:
+                reader.close()
 
-            return flight.GeneratorStream(plan.schema, stream())
-        except (CarbonLiteError, pa.ArrowException) as exc:
-            raise _flight_error(exc) from None
+        return flight.GeneratorStream(plan.schema, guarded(stream(), self.shown))
 
     def _remember(
         self, name: str, plan: ScanPlan, columns: list[str] | None, filter: Any
@@ -421,13 +523,14 @@ class FlightService(flight.FlightServerBase):
     def _cached_plan(self, t: Ticket) -> tuple[ScanPlan, Any]:
         """The plan a split ticket came from: remembered, or made again (the same, as a
         version's plan is)."""
-        key = (t.table, t.version, json.dumps(t.columns), json.dumps(t.filter))
+        filter = dnf_filter(t.filter)
+        key = (t.table, t.version, json.dumps(t.columns), json.dumps(filter))
         with self._plans_lock:
             found = self._plans.get(key)
         if found is not None:
+            self.catalog.table(t.table, refresh=False)  # still there, still safe
             return found
         table = self.catalog.table(t.table, refresh=False)
-        filter = dnf_filter(t.filter)
         plan = table.plan_splits(columns=t.columns, filter=filter, version=t.version)
         return self._remember(t.table, plan, t.columns, filter)
 
@@ -438,9 +541,12 @@ class FlightService(flight.FlightServerBase):
                 f"this memory ticket of {t.table!r} lacks what it was planned on (made by an "
                 "older release?): call GetFlightInfo again"
             )
-        tables = self.buffer.rows_after(t.table, t.markers, Mark(t.instance, t.commits))
-        parsed = parse_filter(dnf_filter(t.filter), table.schema, where=repr(table.path))
         columns = t.columns if t.columns is not None else table.schema.names
+        unknown = [c for c in columns if c not in table.schema.names]
+        if unknown:
+            raise BadRequestError(f"table {t.table!r} has no column(s) {quote(unknown)}")
+        parsed = parse_filter(dnf_filter(t.filter), table.schema, where=repr(t.table))
+        tables = self.buffer.rows_after(t.table, t.markers, Mark(t.instance, t.commits))
         schema = pa.schema([table.schema.field(c) for c in columns])
         out = []
         for rows in tables:
@@ -450,20 +556,42 @@ class FlightService(flight.FlightServerBase):
         result = pa.concat_tables(out) if out else schema.empty_table()
         return flight.RecordBatchStream(result)
 
-    # --- Flight: actions ----------------------------------------------------------------------
+    # --- Flight: actions and the rest ---------------------------------------------------------
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
-        return [("healthcheck", "Liveness: {'status': 'ok', ...} while the service serves.")]
+        return list(_ACTIONS)
 
+    @answering
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> Iterator[flight.Result]:
         if action.type != "healthcheck":
-            raise pa.ArrowInvalid(f"unknown action {action.type!r}; the service has healthcheck")
-        status = {
-            "status": "ok",
-            "buffered_rows": self.buffer.tables_pending(),
-            "flushes": self.flushes,
-            "wal_syncs": self.wal.syncs,
-        }
-        yield flight.Result(json.dumps(status).encode())
+            raise BadRequestError(
+                f"unknown action {quote(action.type)}; the service has: "
+                f"{', '.join(name for name, _ in _ACTIONS)}"
+            )
+        body = action.body.to_pybytes() if action.body is not None else b""
+        if body.strip() and load_object(body, "healthcheck body", limit=1024):
+            raise BadRequestError(f"healthcheck takes no body (or {{}}), got {quote(body)}")
+        yield flight.Result(json.dumps(self.health()).encode())
+
+    def health(self) -> dict[str, Any]:
+        """What the healthcheck action answers (``health.py``)."""
+        return health_report(
+            failures=self.flusher.failures.current(),
+            pending=self.buffer.pending_by_table(),
+            wal=self.wal.usage(),
+            flushes=self.flushes,
+            wal_syncs=self.wal.syncs,
+            release_error=self.flusher.release_error,
+        )
+
+    @answering
+    def do_exchange(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.MetadataRecordBatchWriter,
+    ) -> None:
+        raise BadRequestError("the service has no DoExchange: write with DoPut, read with DoGet")

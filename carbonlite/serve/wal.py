@@ -39,6 +39,7 @@ One open log per directory: ``flock`` on the directory, held until ``close``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -56,7 +57,14 @@ from carbonlite.errors import (
     WriterConflictError,
 )
 
-__all__ = ["FRAME_HEADER_SIZE", "FRAME_MAGIC", "WalRecord", "WriteAheadLog", "segment_name"]
+__all__ = [
+    "FRAME_HEADER_SIZE",
+    "FRAME_MAGIC",
+    "WalRecord",
+    "WalUsage",
+    "WriteAheadLog",
+    "segment_name",
+]
 
 FRAME_MAGIC = b"CLW\x01"
 _HEADER = struct.Struct("<4sIQI")
@@ -78,6 +86,18 @@ class WalRecord:
 
     lsn: int
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WalUsage:
+    """What the log holds on disk: its segments, their bytes, and its LSNs."""
+
+    segments: int
+    bytes: int
+    first_lsn: int
+    """The first LSN of the oldest segment kept (released records below it are gone)."""
+    next_lsn: int
+    """The LSN the next append gets."""
 
 
 @dataclass(slots=True)
@@ -202,6 +222,11 @@ class WriteAheadLog:
         return self._directory
 
     @property
+    def segment_bytes(self) -> int:
+        """The size past which a new segment is started."""
+        return self._segment_bytes
+
+    @property
     def syncs(self) -> int:
         """Data fsyncs done so far (for tests and benchmarks to see grouping); fsyncs of the
         directory and of a torn tail cut by replay are not counted."""
@@ -216,6 +241,21 @@ class WriteAheadLog:
             if not self._loaded:
                 self._load_locked()
             return self._next_lsn
+
+    def usage(self) -> WalUsage:
+        """The segments on disk and their size (a segment deleted meanwhile counts 0 bytes)."""
+        with self._cond:
+            self._check_usable()
+            if not self._loaded:
+                self._load_locked()
+            segments = list(self._segments)
+            next_lsn = self._next_lsn
+        size = 0
+        for segment in segments:
+            with contextlib.suppress(OSError):  # deleted by a release meanwhile
+                size += os.stat(segment.path).st_size
+        first = segments[0].first_lsn if segments else next_lsn
+        return WalUsage(len(segments), size, first, next_lsn)
 
     def replay(self) -> list[WalRecord]:
         """Every intact record still in the log, in LSN order.

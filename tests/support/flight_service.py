@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
-__all__ = ["ServiceProcess", "put", "read_all"]
+__all__ = ["ServiceProcess", "files_of", "health", "put", "read_all", "wait_for"]
 
 
 def _command() -> list[str]:
@@ -140,3 +140,37 @@ def read_all(
     info = client.get_flight_info(descriptor, options=options)
     parts = [client.do_get(e.ticket, options=options).read_all() for e in info.endpoints]
     return pa.concat_tables(parts) if parts else info.schema.empty_table()
+
+
+def health(
+    client: flight.FlightClient, options: flight.FlightCallOptions | None = None
+) -> dict[str, Any]:
+    """The healthcheck action's answer."""
+    results = list(client.do_action(flight.Action("healthcheck", b""), options=options))
+    assert len(results) == 1, results
+    return json.loads(results[0].body.to_pybytes())
+
+
+def wait_for(condition: Any, what: str, timeout: float = 30) -> None:
+    """Poll ``condition()`` until it is true; fail saying ``what`` was awaited."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def files_of(directory: str | os.PathLike[str]) -> dict[str, bytes]:
+    """Every file under ``directory`` (links not followed) and its bytes, by relative path,
+    and every directory (``path/``, no bytes): compare two of these to show nothing under it
+    changed."""
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames.sort()
+        for name in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, name), directory) + "/"] = b""
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, directory)] = f.read()
+    return out
