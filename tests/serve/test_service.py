@@ -239,9 +239,10 @@ def test_flush_rows_commits_before_the_interval(root: str) -> None:
 
 
 def test_sigkill_during_concurrent_puts_loses_and_repeats_nothing(root: str) -> None:
-    """Producers keep putting while the service is SIGKILLed at random moments; each one
-    re-sends a put until it is answered (the same sequence), as a producer does. In the end
-    every sequence of every producer is in the table exactly once."""
+    """Producers keep putting while the service is SIGKILLed after a random number of answered
+    puts, with more in flight; each one re-sends a put until it is answered (the same
+    sequence), as a producer does. In the end every sequence of every producer is in the
+    table exactly once."""
     rng = random.Random(7)
     service = ServiceProcess(root, "--flush-interval", "0.05")
     stop = threading.Event()
@@ -264,15 +265,28 @@ def test_sigkill_during_concurrent_puts_loses_and_repeats_nothing(root: str) -> 
                 sent[name] = seq
             seq += 1
 
+    def answered() -> int:
+        with lock:
+            return sum(last + 1 for last in sent.values())
+
+    def wait_for_answers(more: int) -> None:
+        """Until ``more`` further puts were answered: each kill lands among answered puts
+        and puts in flight however fast or loaded the machine is (not after a timed sleep)."""
+        target = answered() + more
+        deadline = time.monotonic() + 120
+        while answered() < target and not errors:
+            assert time.monotonic() < deadline, f"{answered()} puts answered, waiting for {target}"
+            time.sleep(0.005)
+
     with service:
         threads = [threading.Thread(target=produce, args=(f"p{i}",)) for i in range(4)]
         for t in threads:
             t.start()
         for _ in range(4):
-            time.sleep(rng.uniform(0.2, 0.6))
+            wait_for_answers(rng.randint(5, 12))
             service.kill()
             service.start()
-        time.sleep(0.3)
+        wait_for_answers(4)
         stop.set()
         for t in threads:
             t.join(60)
