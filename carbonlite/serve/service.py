@@ -109,7 +109,8 @@ class _TokenAuth(flight.ServerMiddlewareFactory):
 
 def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     """A put's rows in the table's schema (the casts ``append`` allows)."""
-    batches = conformed_batches(data, schema, where=f"table {name!r}")
+    # a put may leave out nullable columns (docs/SERVE.md): they are written as nulls
+    batches = conformed_batches(data, schema, where=f"table {name!r}", fill_missing=True)
     return pa.Table.from_batches(list(batches), schema=schema)
 
 

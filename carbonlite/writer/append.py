@@ -722,7 +722,10 @@ def _incoming(
     if parts is None:
         rows = conformed_batches(batches, schema, where=log.uri, fill_missing=merge_schema)
         return schema, metadata, route_rows(partition_spec(snapshot.metadata), rows, schema)
-    conformed = [replace(p, data=conformed_batches(p.data, schema, where=log.uri)) for p in parts]
+    conformed = [
+        replace(p, data=conformed_batches(p.data, schema, where=log.uri, fill_missing=False))
+        for p in parts
+    ]
     return schema, metadata, conformed
 
 

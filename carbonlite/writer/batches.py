@@ -118,7 +118,7 @@ def iter_record_batches(
 
 
 def conformed_batches(
-    data: TableData, schema: pa.Schema, *, where: str, fill_missing: bool = True
+    data: TableData, schema: pa.Schema, *, where: str, fill_missing: bool
 ) -> Iterator[pa.RecordBatch]:
     """Batches of ``data`` in ``schema``'s exact shape. ``fill_missing``: nullable columns
     the data lacks become null (``schema_mode="merge"``, a Spark or Flight writer); otherwise

@@ -192,7 +192,7 @@ def source_table(source: TableData, schema: pa.Schema, on: Sequence[str], where:
     if missing:
         raise SchemaMismatchError(f"merge source lacks the key columns {missing}")
     subset = pa.schema([schema.field(n) for n in names])
-    conformed = list(conformed_batches(batches, subset, where=where))
+    conformed = list(conformed_batches(batches, subset, where=where, fill_missing=False))
     return pa.Table.from_batches(conformed, schema=subset)
 
 
