@@ -511,6 +511,7 @@ def history(
 def main() -> None:
     """Entry point of the console script."""
     from carbonlite.cli import (  # noqa: F401 - registers commands
+        create_cmd,
         demo_cmd,
         ingest_cmd,
         maintenance,

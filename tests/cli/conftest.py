@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import carbonlite as cl
+import carbonlite.cli.create_cmd
 import carbonlite.cli.demo_cmd
 import carbonlite.cli.maintenance
 from carbonlite.cli import app
@@ -30,6 +31,7 @@ COMMANDS = (
     "verify",
     "upgrade",
     "demo",
+    "create",
 )
 """Every command of the ``carbonlite`` app."""
 SEGMENT_ROWS = 40
