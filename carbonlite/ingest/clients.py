@@ -341,8 +341,9 @@ class KafkaPythonClient(Client):
             "fetch_max_bytes": 64 * 1024 * 1024,
             "max_partition_fetch_bytes": 16 * 1024 * 1024,
             "fetch_max_wait_ms": max(10, int(max_wait * 1000)),
-            "bootstrap_timeout_ms": int(connect_timeout * 1000),
         }
+        if "bootstrap_timeout_ms" in kafka.KafkaConsumer.DEFAULT_CONFIG:  # kafka-python >= 3
+            settings["bootstrap_timeout_ms"] = int(connect_timeout * 1000)
         _check_options(options, ("bootstrap_servers",))
         settings.update(options)
         try:

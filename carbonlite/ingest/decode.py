@@ -11,14 +11,16 @@ Decoding takes two steps:
 1. **Screening**, each value by its bytes alone: not empty, one ``{...}`` between JSON
    whitespace, valid UTF-8, no ``NaN``/``Infinity`` literal, no raw line break inside a
    string (the batch is one value a line: other line breaks become spaces). About 0.1 µs a
-   value: one check per value, and a few scans of the whole batch. It also keeps pyarrow's JSON reader away
-   from what crashes it: a block whose first row is not an object (a top-level ``null``)
-   makes the reader dereference an empty builder stack, a SIGSEGV (apache/arrow#47409).
-   After screening every line starts with ``{``.
+   value: one check per value, and a few scans of the whole batch. It also keeps pyarrow's
+   JSON reader away from what crashes it: a block whose first row is not an object (a
+   top-level ``null``) makes the reader dereference an empty builder stack, a SIGSEGV
+   (apache/arrow#47409). After screening every line starts with ``{``.
 2. **Reading** the screened values in one call to pyarrow's JSON reader, with the table's
    columns as its explicit schema, then conforming them to the table (the casts ``append``
-   allows). When that fails, each half is read again, down to single values: ``k`` bad
-   values among ``n`` cost about ``k * log2(n)`` small reads, not ``n``.
+   allows). A float that came out infinite fails the read too (the reader turns an integer
+   past a double's range into infinity). When the read fails, each half is read again, down
+   to single values: ``k`` bad values among ``n`` cost about ``k * log2(n)`` small reads,
+   not ``n``.
 
 The verdict on a value never depends on the other values of its batch, since a restart may
 read the same messages in batches of another shape and must sort them the same way (or a

@@ -32,7 +32,12 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.create import create_table, open_table
-from carbonlite.errors import CarbonLiteError, InvalidOptionError, TableNotFoundError
+from carbonlite.errors import (
+    CarbonLiteError,
+    InvalidOptionError,
+    TableExistsError,
+    TableNotFoundError,
+)
 from carbonlite.format.conform import schema_differences
 from carbonlite.ingest.clients import (
     Client,
@@ -115,7 +120,10 @@ def _open_bad_records(path: str, table: Table, storage_options: Mapping[str, Any
     try:
         bad = open_table(path, storage_options=storage_options)
     except TableNotFoundError:
-        bad = create_table(path, BAD_RECORDS_SCHEMA, storage_options=storage_options)
+        try:
+            bad = create_table(path, BAD_RECORDS_SCHEMA, storage_options=storage_options)
+        except TableExistsError:  # another ingester made it just now
+            bad = open_table(path, storage_options=storage_options)
     if bad.table_id == table.table_id:
         raise InvalidOptionError(
             f"bad_records {path!r} is the table being ingested into; give a table of its own"
