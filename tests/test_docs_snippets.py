@@ -14,6 +14,9 @@ How they run:
   ``<!-- snippet: skip (the reason) -->`` line (the reason is required); and by rule, a bash
   snippet that installs packages (``pip install``), which a test must not do to its
   environment.
+- A snippet may leave a process running in the background (INGEST.md's walkthrough starts a
+  Kafka-protocol broker and a later snippet stops it); whatever a page's snippets leave is
+  killed when the page's test ends, passed or failed.
 - Snippets that start Spark (``carbonlite.spark``, ``carbonlite demo``) run in tests of their
   own, marked ``spark``, each in a fresh directory: they must not depend on other snippets.
 - A bash snippet after an ``<!-- snippet: background -->`` line is a server the page's later
@@ -34,6 +37,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 
@@ -155,7 +159,36 @@ def _checkouts() -> str:
     return os.pathsep.join(sorted(found))
 
 
-def run_snippet(snippet: Snippet, work: Path, env: dict[str, str]) -> None:
+def _left_behind(group: int) -> list[tuple[int, str]]:
+    """The processes still in process group ``group`` (a snippet's background jobs, such as
+    INGEST.md's broker), each as (pid, start time) from /proc (none where there is none)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group:  # fields from the state on: pgrp is the 3rd, start 20th
+            found.append((int(stat.parent.name), fields[19]))
+    return found
+
+
+def stop_left_behind(processes: list[tuple[int, str]]) -> None:
+    """SIGKILL each of ``processes`` that still runs (the same pid with the same start time)."""
+    for pid, started in processes:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if fields[19] == started:
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, IndexError):
+            continue
+
+
+def run_snippet(
+    snippet: Snippet, work: Path, env: dict[str, str], left: list[tuple[int, str]] | None = None
+) -> None:
+    """Run one snippet in a session of its own; processes it leaves running in the background
+    are added to ``left``, for the caller to stop."""
     scripts = work.parent / "scripts"
     scripts.mkdir(exist_ok=True)
     script = scripts / f"line{snippet.line}.{'py' if snippet.lang == 'python' else 'sh'}"
@@ -164,10 +197,19 @@ def run_snippet(snippet: Snippet, work: Path, env: dict[str, str]) -> None:
         argv = [sys.executable, "-c", _RUNNER, str(script), _checkouts()]
     else:
         argv = ["bash", "-c", f"set -euo pipefail\n{snippet.code}"]
-    done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.returncode == 0, (
-        f"{snippet.name} ({snippet.lang}) failed with status {done.returncode}:\n"
-        f"{snippet.code}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    with subprocess.Popen(
+        argv, cwd=work, env=env, stdout=PIPE, stderr=PIPE, text=True, start_new_session=True
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=TIMEOUT)
+        finally:
+            if left is not None:
+                left += _left_behind(proc.pid)
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, (
+        f"{snippet.name} ({snippet.lang}) failed with status {proc.returncode}:\n"
+        f"{snippet.code}\n--- stdout\n{stdout[-3000:]}\n--- stderr\n{stderr[-3000:]}"
     )
 
 
@@ -228,15 +270,19 @@ def test_page_snippets_run(page: str, tmp_path: Path) -> None:
     work.mkdir()
     env = _package_only(tmp_path)
     background: list[tuple[Snippet, subprocess.Popen[str]]] = []
+    left: list[tuple[int, str]] = []
     try:
         for snippet in runnable:
             if snippet.background:
                 background.append((snippet, start_background(snippet, work, env)))
             else:
-                run_snippet(snippet, work, env)
+                run_snippet(snippet, work, env, left)
     finally:
-        for snippet, proc in background:
-            stop_background(snippet, proc, work)
+        try:
+            for snippet, proc in background:
+                stop_background(snippet, proc, work)
+        finally:
+            stop_left_behind(left)
 
 
 SPARK_SNIPPETS = [s for page in PAGES for s in snippets(page) if s.skip is None and s.spark]

@@ -8,33 +8,18 @@ import time
 import typer
 
 from carbonlite.cli.app import JSON_OPTION, STORAGE_OPTION, app, emit, err_console, fail_cleanly
+from carbonlite.cli.values import seconds_of, storage_options_of
 from carbonlite.errors import InvalidOptionError
 
 ingest_app = typer.Typer(help="Ingest into a table without Spark.", no_args_is_help=True)
 app.add_typer(ingest_app, name="ingest")
 
 
-def _seconds(text: str) -> float:
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
-    for unit in ("ms", "s", "m"):
-        if text.endswith(unit):
-            try:
-                return float(text[: -len(unit)]) * units[unit]
-            except ValueError:
-                break
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidOptionError(
-            f"--max-latency {text!r} is not a duration such as 1s, 250ms or 0.5"
-        ) from None
-
-
 def _partitions(text: str | None) -> list[int] | None:
     if text is None:
         return None
     try:
-        return [int(p) for p in text.split(",") if p.strip()]
+        return [int(p) for p in text.split(",")]
     except ValueError:
         raise InvalidOptionError(
             f"--partitions {text!r} is not a comma-separated list of numbers such as 0,1,2"
@@ -66,6 +51,11 @@ def kafka(
         "--client",
         help="Kafka client: confluent-kafka, kafka-python, or auto (the first when installed).",
     ),
+    connect_timeout: str = typer.Option(
+        "10s",
+        "--connect-timeout",
+        help="Give up (exit 1) when no broker answers within this long.",
+    ),
     as_json: bool = JSON_OPTION,
     storage_options: str | None = STORAGE_OPTION,
 ) -> None:
@@ -73,11 +63,9 @@ def kafka(
     same version, one transaction marker per partition (kafka:TOPIC:PARTITION = last offset),
     so a restart resumes after the last commit. Runs until SIGTERM (which finishes and commits
     the current batch) or, with --stop-at-end, until the topic's end at start."""
-    import json
-
     from carbonlite.ingest import IngestResult, KafkaIngester
 
-    options = json.loads(storage_options) if storage_options else None
+    options = storage_options_of(storage_options)
     started = time.monotonic()
     live = sys.stderr.isatty() and not as_json
 
@@ -98,11 +86,12 @@ def kafka(
         partitions=_partitions(partitions),
         format=format,
         max_batch_rows=max_batch_rows,
-        max_latency=_seconds(max_latency),
+        max_latency=seconds_of(max_latency, "--max-latency"),
         stop_at_end=stop_at_end,
         bad_records=bad_records,
         storage_options=options,
         client=client,  # type: ignore[arg-type]  # checked by the ingester
+        connect_timeout=seconds_of(connect_timeout, "--connect-timeout"),
         progress=show,
     )
     result = ingester.run(handle_sigterm=True)

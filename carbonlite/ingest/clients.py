@@ -11,25 +11,56 @@ Two clients give that:
 
 Fetched messages come back as :class:`Fetched`, columns rather than an object per message,
 so a batch of 100,000 messages costs a few list comprehensions, not 100,000 objects.
+
+A client waits ``connect_timeout`` seconds for the first answer of a broker, then raises one
+:class:`KafkaClientError` naming the servers and the last error. librdkafka's own log lines
+(one ``FAIL`` per reconnect, some 20 a second while a broker is down) go to the
+``carbonlite.ingest`` logger, which has a ``NullHandler``: quiet unless the application
+configures logging. kafka-python logs to its ``kafka.*`` loggers, likewise quiet.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from carbonlite.errors import CarbonLiteError, InvalidOptionError
 from carbonlite.optional import require
 
-__all__ = ["Client", "ClientName", "Fetched", "KafkaClientError", "new_client", "resolve_client"]
+__all__ = [
+    "LOGGER",
+    "Client",
+    "ClientName",
+    "Fetched",
+    "KafkaClientError",
+    "check_client_options",
+    "new_client",
+    "resolve_client",
+]
 
 ClientName = Literal["auto", "confluent-kafka", "kafka-python"]
+
+LOGGER = logging.getLogger("carbonlite.ingest")
+"""Where the Kafka client's log lines go (quiet unless the application configures logging)."""
+LOGGER.addHandler(logging.NullHandler())
 
 
 class KafkaClientError(CarbonLiteError):
     """The Kafka client failed (a broker unreachable, a fetch error)."""
+
+
+def unreachable(bootstrap: str, seconds: float, detail: str | None) -> KafkaClientError:
+    """The error for servers that gave no answer within ``seconds``."""
+    why = f" (last error: {' '.join(detail.split())})" if detail else ""
+    return KafkaClientError(
+        f"no Kafka broker answered at {bootstrap} within {seconds:g} s{why}; is a broker "
+        "running there? Check --bootstrap-servers (HOST:PORT of a broker) and that this machine "
+        "can reach it"
+    )
 
 
 @dataclass(slots=True)
@@ -110,16 +141,63 @@ class Client:
         raise NotImplementedError
 
 
+def check_client_options(client: str, options: Mapping[str, Any]) -> None:
+    """Refuse ``options`` for client ``client`` (see :func:`resolve_client`) that would
+    override what the ingester's arguments say, or that make the client abort the process;
+    the client itself checks the rest when it is made."""
+    if not isinstance(options, Mapping):
+        raise InvalidOptionError(
+            f"client_options must be a mapping of the client's settings, not {options!r}"
+        )
+    if client == "confluent-kafka":
+        _check_options(options, ("bootstrap.servers", "metadata.broker.list"))
+    else:
+        _check_options(options, ("bootstrap_servers",))
+
+
+def _check_options(options: Mapping[str, Any], servers_keys: tuple[str, ...]) -> None:
+    """Refuse client settings that would override what the arguments say, or that make the
+    client abort the process: librdkafka asserts (SIGABRT) on an empty ``group.id``."""
+    for key in servers_keys:
+        if key in options:
+            raise InvalidOptionError(
+                f"client_options may not set {key!r}: give the servers as bootstrap_servers "
+                "(--bootstrap-servers)"
+            )
+    for key in ("group.id", "group_id"):
+        group = options.get(key, "unset")
+        if key == "group_id" and group is None:
+            continue  # kafka-python's way of saying no group, the ingester's own setting
+        if key in options and (not isinstance(group, str) or not group.strip()):
+            raise InvalidOptionError(
+                f"client_options {key!r} must be a non-empty string, not {group!r} (the "
+                "ingester joins no consumer group: its offsets are kept in the table)"
+            )
+    logger = options.get("logger")
+    if logger is not None and not callable(getattr(logger, "log", None)):
+        raise InvalidOptionError(
+            f"client_options 'logger' must be a logging.Logger, not {type(logger).__name__}"
+        )
+
+
 # --- confluent-kafka -----------------------------------------------------------------------------
 
 
 class ConfluentClient(Client):
     def __init__(
-        self, bootstrap: str, topic: str, max_wait: float, options: Mapping[str, Any]
+        self,
+        bootstrap: str,
+        topic: str,
+        max_wait: float,
+        options: Mapping[str, Any],
+        connect_timeout: float,
     ) -> None:
         ck = require("confluent_kafka", "kafka")
         self.ck = ck
         self.topic = topic
+        self.bootstrap = bootstrap
+        self.connect_timeout = connect_timeout
+        self.last_error: str | None = None
         settings: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "group.id": "carbonlite-ingest",  # required by the client; never joined
@@ -130,14 +208,53 @@ class ConfluentClient(Client):
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
             "queued.min.messages": 200_000,
             "log_level": 3,
+            "logger": LOGGER,
+            "error_cb": self._on_error,
         }
+        _check_options(options, ("bootstrap.servers", "metadata.broker.list"))
         settings.update(options)
-        self.consumer = ck.Consumer(settings)
+        try:
+            self.consumer = ck.Consumer(settings)
+        except (ck.KafkaException, ValueError, TypeError) as exc:
+            raise InvalidOptionError(
+                f"the confluent-kafka client refused its settings: {exc}"
+            ) from None
         self._position: dict[int, int] = {}
         """Per partition, the offset after the last message fetched (from ``assign`` on)."""
 
+    def _on_error(self, error: Any) -> None:
+        """librdkafka's error callback (served by ``poll``): keep the last one, for the
+        message when no broker answers."""
+        if error.code() != self.ck.KafkaError._ALL_BROKERS_DOWN or self.last_error is None:
+            self.last_error = error.str()
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """librdkafka's exceptions as :class:`KafkaClientError`."""
+        try:
+            yield
+        except self.ck.KafkaException as exc:
+            raise KafkaClientError(f"{self.bootstrap}, topic {self.topic!r}: {exc}") from None
+
     def partitions(self) -> set[int] | None:
-        metadata = self.consumer.list_topics(self.topic, timeout=30)
+        """The topic's partitions, from the first metadata a broker gives within
+        ``connect_timeout``; while none answers, its errors are served (``poll``) and the
+        request made again."""
+        retry = {self.ck.KafkaError._TRANSPORT, self.ck.KafkaError._TIMED_OUT}
+        retry |= {self.ck.KafkaError._ALL_BROKERS_DOWN, self.ck.KafkaError._RESOLVE}
+        deadline = time.monotonic() + self.connect_timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise unreachable(self.bootstrap, self.connect_timeout, self.last_error)
+            try:
+                metadata = self.consumer.list_topics(self.topic, timeout=min(left, 1.0))
+                break
+            except self.ck.KafkaException as exc:
+                if exc.args[0].code() not in retry:
+                    raise KafkaClientError(f"{self.bootstrap}: {exc.args[0].str()}") from None
+                self.last_error = self.last_error or exc.args[0].str()
+                self.consumer.poll(max(0.0, min(0.2, deadline - time.monotonic())))
         found = metadata.topics.get(self.topic)
         if found is None or found.error is not None or not found.partitions:
             return None
@@ -154,7 +271,8 @@ class ConfluentClient(Client):
         self._position = {p: o for p, o in starts.items() if o is not None}
 
     def fetch(self, max_messages: int, timeout: float) -> Fetched:
-        messages = self.consumer.consume(max_messages, timeout)
+        with self._errors():
+            messages = self.consumer.consume(max_messages, timeout)
         for m in messages:
             if m.error() is not None:
                 if m.error().code() == self.ck.KafkaError._PARTITION_EOF:
@@ -177,7 +295,8 @@ class ConfluentClient(Client):
         if found is not None:
             return found
         tp = self.ck.TopicPartition(self.topic, partition)
-        low, _ = self.consumer.get_watermark_offsets(tp, timeout=30)
+        with self._errors():
+            low, _ = self.consumer.get_watermark_offsets(tp, timeout=30)
         return int(low)
 
     def highwater(self, partition: int) -> int | None:
@@ -188,9 +307,10 @@ class ConfluentClient(Client):
     def _listed_ends(self, partitions: Sequence[int]) -> dict[int, int | None]:
         out: dict[int, int | None] = {}
         for p in partitions:
-            _, high = self.consumer.get_watermark_offsets(
-                self.ck.TopicPartition(self.topic, p), timeout=30
-            )
+            with self._errors():
+                _, high = self.consumer.get_watermark_offsets(
+                    self.ck.TopicPartition(self.topic, p), timeout=30
+                )
             out[p] = int(high)
         return out
 
@@ -203,7 +323,12 @@ class ConfluentClient(Client):
 
 class KafkaPythonClient(Client):
     def __init__(
-        self, bootstrap: str, topic: str, max_wait: float, options: Mapping[str, Any]
+        self,
+        bootstrap: str,
+        topic: str,
+        max_wait: float,
+        options: Mapping[str, Any],
+        connect_timeout: float,
     ) -> None:
         kafka = require("kafka", "kafka")
         self.kafka = kafka
@@ -217,8 +342,24 @@ class KafkaPythonClient(Client):
             "max_partition_fetch_bytes": 16 * 1024 * 1024,
             "fetch_max_wait_ms": max(10, int(max_wait * 1000)),
         }
+        if "bootstrap_timeout_ms" in kafka.KafkaConsumer.DEFAULT_CONFIG:  # kafka-python >= 3
+            settings["bootstrap_timeout_ms"] = int(connect_timeout * 1000)
+        _check_options(options, ("bootstrap_servers",))
         settings.update(options)
-        self.consumer = kafka.KafkaConsumer(**settings)
+        try:
+            self.consumer = kafka.KafkaConsumer(**settings)
+        except kafka.errors.KafkaTimeoutError as exc:
+            raise unreachable(bootstrap, connect_timeout, str(exc)) from None
+        except kafka.errors.KafkaConfigurationError as exc:
+            raise InvalidOptionError(
+                f"the kafka-python client refused its settings: {exc}"
+            ) from None
+        except kafka.errors.KafkaError as exc:
+            raise KafkaClientError(f"{bootstrap}: {exc}") from None
+        except (AssertionError, ValueError, TypeError) as exc:  # its other checks of settings
+            raise InvalidOptionError(
+                f"the kafka-python client refused its settings: {exc}"
+            ) from None
         self._tps: dict[int, Any] = {}
 
     def _tp(self, partition: int) -> Any:
@@ -296,11 +437,13 @@ def new_client(
     topic: str,
     *,
     max_wait: float,
+    connect_timeout: float = 10.0,
     options: Mapping[str, Any] | None = None,
 ) -> Client:
     """A consumer of ``topic`` with client ``name`` (see :func:`resolve_client`). A fetch
-    waits at most ``max_wait`` seconds for new messages; ``options`` are the client's own
+    waits at most ``max_wait`` seconds for new messages; the first request at most
+    ``connect_timeout`` seconds for a broker to answer; ``options`` are the client's own
     settings, added to (or replacing) the ingester's."""
     if resolve_client(name) == "confluent-kafka":
-        return ConfluentClient(bootstrap, topic, max_wait, options or {})
-    return KafkaPythonClient(bootstrap, topic, max_wait, options or {})
+        return ConfluentClient(bootstrap, topic, max_wait, options or {}, connect_timeout)
+    return KafkaPythonClient(bootstrap, topic, max_wait, options or {}, connect_timeout)

@@ -32,16 +32,35 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.create import create_table, open_table
-from carbonlite.errors import CarbonLiteError, InvalidOptionError
+from carbonlite.errors import (
+    CarbonLiteError,
+    InvalidOptionError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from carbonlite.format.conform import schema_differences
 from carbonlite.ingest.clients import (
     Client,
     ClientName,
     Fetched,
     KafkaClientError,
+    check_client_options,
     new_client,
     resolve_client,
 )
-from carbonlite.ingest.decode import METADATA_COLUMNS, data_schema, decode_values
+from carbonlite.ingest.decode import (
+    METADATA_COLUMNS,
+    check_json_columns,
+    data_schema,
+    decode_values,
+)
+from carbonlite.ingest.options import (
+    check_batch_rows,
+    check_bootstrap_servers,
+    check_partitions,
+    check_positive_seconds,
+    check_topic,
+)
 from carbonlite.metadata import TxnMovedError
 from carbonlite.seams import reach
 from carbonlite.table import Table
@@ -61,6 +80,9 @@ BAD_RECORDS_SCHEMA = pa.schema(
 )
 
 
+_BAD = set(BAD_RECORDS_SCHEMA.names)
+
+
 class IngestError(CarbonLiteError):
     """A message the ingester cannot take (without a bad-records table), or a topic it
     cannot read."""
@@ -77,6 +99,44 @@ def _bad_app_id(topic: str, partition: int) -> str:
 
 def _past(marker: int | None, offset: int) -> bool:
     return marker is None or offset > marker
+
+
+def _open_target(
+    path: str, storage_options: Mapping[str, Any] | None, writer_id: str | None
+) -> Table:
+    """The table to ingest into, which must exist."""
+    try:
+        return open_table(path, storage_options=storage_options, writer_id=writer_id)
+    except TableNotFoundError as exc:
+        raise TableNotFoundError(
+            f"{exc}; the ingester needs an existing table with the messages' columns: create one "
+            "first, e.g. carbonlite create PATH --schema 'id bigint, ts timestamp, name string'"
+        ) from None
+
+
+def _open_bad_records(path: str, table: Table, storage_options: Mapping[str, Any] | None) -> Table:
+    """The bad-records table at ``path`` (created when missing), which must be another table
+    than ``table`` and have the bad-records columns."""
+    try:
+        bad = open_table(path, storage_options=storage_options)
+    except TableNotFoundError:
+        try:
+            bad = create_table(path, BAD_RECORDS_SCHEMA, storage_options=storage_options)
+        except TableExistsError:  # another ingester made it just now
+            bad = open_table(path, storage_options=storage_options)
+    if bad.table_id == table.table_id:
+        raise InvalidOptionError(
+            f"bad_records {path!r} is the table being ingested into; give a table of its own"
+        )
+    problems = schema_differences(BAD_RECORDS_SCHEMA, bad.schema)
+    problems += [f"column {n!r} is not one of them" for n in bad.schema.names if n not in _BAD]
+    if problems:
+        raise InvalidOptionError(
+            f"bad_records {bad.path!r} is not a bad-records table: "
+            + "; ".join(problems)
+            + "; give a new path (it is created) or a table made by an ingester"
+        )
+    return bad
 
 
 @dataclass
@@ -104,7 +164,11 @@ class KafkaIngester:
     start. ``bad_records``: path of a table for messages that do not decode (created when
     missing). ``client``: the Kafka client, ``"confluent-kafka"``, ``"kafka-python"`` or
     ``"auto"`` (the first when installed); ``client_options``: that client's own settings.
-    ``progress``: called after each commit with the result so far."""
+    ``connect_timeout``: seconds to wait for a broker's first answer before raising
+    :class:`KafkaClientError`. ``progress``: called after each commit with the result so far.
+
+    Every argument is checked before anything is opened; a bad one raises
+    :class:`InvalidOptionError` saying what was expected."""
 
     def __init__(
         self,
@@ -122,31 +186,26 @@ class KafkaIngester:
         writer_id: str | None = None,
         client: ClientName = "auto",
         client_options: Mapping[str, Any] | None = None,
+        connect_timeout: float = 10.0,
         progress: Callable[[IngestResult], None] | None = None,
     ) -> None:
         if format != "json":
             raise InvalidOptionError(f"format {format!r} is not supported; use 'json'")
-        if max_batch_rows < 1:
-            raise InvalidOptionError(f"max_batch_rows must be at least 1, not {max_batch_rows}")
-        if max_latency <= 0:
-            raise InvalidOptionError(f"max_latency must be more than 0 s, not {max_latency}")
-        self.table: Table = open_table(path, storage_options=storage_options, writer_id=writer_id)
+        self.bootstrap_servers = check_bootstrap_servers(bootstrap_servers)
+        self.topic = check_topic(topic)
+        self.wanted = check_partitions(partitions)
+        self.max_batch_rows = check_batch_rows(max_batch_rows)
+        self.max_latency = check_positive_seconds(max_latency, what="max_latency")
+        self.connect_timeout = check_positive_seconds(connect_timeout, what="connect_timeout")
+        self.client = resolve_client(client)
+        check_client_options(self.client, client_options or {})
+        self.client_options = dict(client_options or {})
+        self.table: Table = _open_target(path, storage_options, writer_id)
+        check_json_columns(data_schema(self.table.schema), repr(self.table.path))
         self.bad: Table | None = None
         if bad_records is not None:
-            try:
-                self.bad = open_table(bad_records, storage_options=storage_options)
-            except CarbonLiteError:
-                self.bad = create_table(
-                    bad_records, BAD_RECORDS_SCHEMA, storage_options=storage_options
-                )
-        self.bootstrap_servers = bootstrap_servers
-        self.topic = topic
-        self.wanted = list(partitions) if partitions is not None else None
-        self.max_batch_rows = max_batch_rows
-        self.max_latency = max_latency
+            self.bad = _open_bad_records(bad_records, self.table, storage_options)
         self.stop_at_end = stop_at_end
-        self.client = resolve_client(client)
-        self.client_options = dict(client_options or {})
         self.progress = progress
         self.stop_event = threading.Event()
         self.result = IngestResult()
@@ -162,6 +221,7 @@ class KafkaIngester:
             self.bootstrap_servers,
             self.topic,
             max_wait=min(0.5, self.max_latency / 5),
+            connect_timeout=self.connect_timeout,
             options=self.client_options,
         )
 

@@ -33,10 +33,14 @@ COMMANDS = (
     "properties",
     "ingest",
     "serve",
+    "create",
 )
 """Every command (or group of commands) at the top of the ``carbonlite`` app."""
 GROUPS = ("properties", "ingest")
-TABLE_COMMANDS = (*(c for c in COMMANDS if c not in ("demo", "serve", *GROUPS)), "properties show")
+TABLE_COMMANDS = (
+    *(c for c in COMMANDS if c not in ("demo", "serve", "create", *GROUPS)),
+    "properties show",
+)
 """The commands that take a table's PATH and nothing else that is required."""
 SEGMENT_ROWS = 40
 FINISHED = 5

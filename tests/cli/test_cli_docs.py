@@ -12,9 +12,9 @@ from tests.support import REPO
 
 CLI_PAGE = REPO / "docs" / "CLI.md"
 LOG_PAGE = REPO / "docs" / "LOG.md"
-COMING = {("create",)}
-"""Commands the synopsis lists that another branch of issue 25 adds (``carbonlite create``).
-Once one is registered, the test below says to take it out of here."""
+COMING: set[tuple[str, ...]] = set()
+"""Commands the synopsis lists before they are registered (a branch that adds one). Once one
+is registered, the test below says to take it out of here."""
 _WORD = re.compile(r"[a-z][a-z-]*")
 
 
