@@ -207,40 +207,15 @@ def plan_merge(
     when_not_matched_by_source: NotMatchedBySourceAction,
     where: str,
     cache: KeyCache | None = None,
-) -> RowChangePlan:
-    """:func:`_merged` (see there); in a primary-key table refused with
-    :class:`DuplicateKeyError` when it would leave two rows with one key."""
-    plan = _merged(
-        reader,
-        snapshot,
-        source,
-        on,
-        when_matched=when_matched,
-        when_not_matched=when_not_matched,
-        when_not_matched_by_source=when_not_matched_by_source,
-        where=where,
-        cache=cache,
-    )
-    return _keys_checked(reader, plan, "merge", where)
-
-
-def _merged(
-    reader: SplitReader,
-    snapshot: Snapshot,
-    source: TableData,
-    on: Sequence[str],
-    *,
-    when_matched: MatchedAction,
-    when_not_matched: NotMatchedAction,
-    when_not_matched_by_source: NotMatchedBySourceAction,
-    where: str,
-    cache: KeyCache | None = None,
+    check_keys: bool = True,
 ) -> RowChangePlan:
     """Rows of ``source`` matched with live rows of the table by the key columns ``on``
     (SQL equality: a null key matches nothing). Matched target rows are updated (the source's
     columns replace theirs), deleted or left; unmatched source rows inserted or dropped;
     target rows no source row matches deleted or left. ``cache``: decoded keys of blocklets
-    read by earlier merges of the same table (used when only the keys are read)."""
+    read by earlier merges of the same table (used when only the keys are read). In a
+    primary-key table refused with :class:`DuplicateKeyError` when it would leave two rows
+    with one key (``check_keys``; an upsert keeps keys unique by construction)."""
     schema = snapshot.schema
     src = source_table(source, schema, on, where)
     src = src.append_column(_SOURCE_ROW, pa.array(np.arange(src.num_rows, dtype=np.int64)))
@@ -279,7 +254,8 @@ def _merged(
         "when_not_matched": when_not_matched,
         "when_not_matched_by_source": when_not_matched_by_source,
     }
-    return outcome.plan(schema, parameters)
+    plan = outcome.plan(schema, parameters)
+    return _keys_checked(reader, plan, "merge", where) if check_keys else plan
 
 
 @dataclass
@@ -483,7 +459,7 @@ def plan_upsert(
     row of that key (whole rows, :func:`keyed_rows`) or is inserted."""
     keys = snapshot.metadata.primary_key
     rows = keyed_rows(data, snapshot.schema, keys, where)
-    merged = _merged(
+    merged = plan_merge(
         reader,
         snapshot,
         rows,
@@ -493,6 +469,7 @@ def plan_upsert(
         when_not_matched_by_source="ignore",
         where=where,
         cache=cache,
+        check_keys=False,
     )
     parameters = {
         "on": ",".join(keys),
