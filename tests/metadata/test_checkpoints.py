@@ -57,10 +57,10 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for v in range(1, COMMITS + 1):
         if v == 6:
             t.add_columns(pa.field("extra", pa.string()))
-        elif v == 8:
-            t.overwrite(events(100 * v, 3))
+        elif v == 8:  # "extra" as nulls from version 6 on
+            t.overwrite(events(100 * v, 3), schema_mode="merge")
         else:
-            t.append(events(100 * v, 3), txn=("app", v))
+            t.append(events(100 * v, 3), txn=("app", v), schema_mode="merge")
     assert t.version == COMMITS
     return path
 
@@ -151,7 +151,7 @@ def test_opening_starts_from_the_checkpoint(table_path: Path, deleted_up_to: int
     assert [h.version for h in history] == list(range(COMMITS, deleted_up_to, -1))
     # the table keeps working: the next commits land and the next checkpoint is written
     for n in range(3):
-        t.append(events(5000 + n, 1))
+        t.append(events(5000 + n, 1), schema_mode="merge")
     assert t.version == 15
     assert checkpoint_file(table_path, 15).exists()
     assert json.loads(pointer(table_path).read_text()) == {"version": 15}
