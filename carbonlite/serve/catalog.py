@@ -193,7 +193,14 @@ class Catalog:
     def _open(self, name: str, fd: int, identity: tuple[int, int]) -> _Held:
         """Open the table in directory ``fd`` (kept open from now on) under the lock."""
         path = os.path.join(_PROC_FDS, str(fd)) if self._pin else self.path_of(name)
-        held = _Held(open_table(path, writer_id=self.writer_id), identity, path)
+        try:
+            table = open_table(path, writer_id=self.writer_id)
+        except CarbonLiteError as exc:
+            # not held, so :meth:`shown` cannot name its path: the message names it now (an
+            # empty or damaged log, a table deleted while it was opened)
+            exc.args = (_unpinned(str(exc), path, self.path_of(name)),)
+            raise
+        held = _Held(table, identity, path)
         self._fds.append(fd)
         self._tables[name] = held
         return held
@@ -204,9 +211,7 @@ class Catalog:
         with self._lock:
             held = list(self._tables.items())
         for name, h in held:
-            if h.path != self.path_of(name):  # /proc/self/fd/12, not the start of .../123
-                pinned = re.compile(re.escape(h.path) + "(?![0-9])")
-                text = pinned.sub(self.path_of(name).replace("\\", "\\\\"), text)
+            text = _unpinned(text, h.path, self.path_of(name))
         return text
 
     def names(self) -> Iterator[str]:
@@ -233,6 +238,14 @@ class Catalog:
             if self._root_fd >= 0:
                 os.close(self._root_fd)
                 self._root_fd = -1
+
+
+def _unpinned(text: str, pinned: str, path: str) -> str:
+    """``text`` with ``pinned`` (``/proc/self/fd/12``, not the start of ``.../123``) read as
+    ``path``."""
+    if pinned == path:
+        return text
+    return re.sub(re.escape(pinned) + "(?![0-9])", path.replace("\\", "\\\\"), text)
 
 
 def _identity(fd: int) -> tuple[int, int]:

@@ -102,6 +102,14 @@ class Ticket:
         """A ticket this service made, checked field by field (:class:`BadRequestError`)."""
         body = load_object(data, "ticket", limit=MAX_TICKET_BYTES)
         check_fields(body, _TICKET, "ticket")
+        # a split's ticket or a memory ticket, never parts of both
+        kind, foreign = ("memory", _SPLIT_ONLY) if body["memory"] else ("split", _MEMORY_ONLY)
+        mixed = sorted(k for k in foreign if body.get(k) is not None)
+        if mixed:
+            raise BadRequestError(
+                f"a {kind} ticket has no {', '.join(repr(k) for k in mixed)}: pass a ticket "
+                "back as GetFlightInfo made it"
+            )
         return cls(
             table=body["table"],
             version=body["version"],
@@ -165,6 +173,10 @@ _TICKET = {
     ),
     "commits": int64_rule("a commit count"),
 }
+
+
+_SPLIT_ONLY = ("split",)
+_MEMORY_ONLY = ("markers", "instance")
 
 
 def parse_put(command: bytes) -> PutRequest:

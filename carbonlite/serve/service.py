@@ -108,7 +108,11 @@ class _TokenAuth(flight.ServerMiddlewareFactory):
 
 
 def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
-    """A put's rows in the table's schema (the casts ``append`` allows)."""
+    """A put's rows in the table's schema (the casts ``append`` allows): when it is taken,
+    and again when it is read from memory or flushed, as another writer may have added
+    columns to the table since."""
+    if data.schema.equals(schema):
+        return data
     # a put may leave out nullable columns (docs/SERVE.md): they are written as nulls
     batches = conformed_batches(data, schema, where=f"table {name!r}", fill_missing=True)
     return pa.Table.from_batches(list(batches), schema=schema)
@@ -304,7 +308,8 @@ class FlightService(flight.FlightServerBase):
                     return
                 continue
             progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
-            rows = pa.concat_tables([p.rows for p in puts]).combine_chunks()
+            rows = pa.concat_tables([_conformed(p.rows, table.schema, name) for p in puts])
+            rows = rows.combine_chunks()
             reach("serve.before_flush_commit")
             try:
                 result = table.append(rows, markers=progress)
@@ -341,7 +346,7 @@ class FlightService(flight.FlightServerBase):
             )
         request = parse_put(descriptor.command)
         self.catalog.table(request.table, refresh=False)  # refused before its rows are read
-        data = self._read_rows(reader, request.table)
+        data = self._read_rows(context, reader, request.table)
         table = self.catalog.table(request.table, refresh=False)  # still there, still safe
         try:
             rows = _conformed(data, table.schema, request.table)
@@ -351,8 +356,14 @@ class FlightService(flight.FlightServerBase):
         answer = self._put(request, rows, table)
         writer.write(pa.py_buffer(json.dumps(answer).encode()))
 
-    def _read_rows(self, reader: flight.MetadataRecordBatchReader, name: str) -> pa.Table:
-        """The put's rows: at least one, at most ``max_put_bytes`` of them."""
+    def _read_rows(
+        self,
+        context: flight.ServerCallContext,
+        reader: flight.MetadataRecordBatchReader,
+        name: str,
+    ) -> pa.Table:
+        """The put's rows: at least one, at most ``max_put_bytes`` of them, in at least one
+        column, from a stream the client finished (one it dropped is no put)."""
         schema = reader.schema
         batches: list[pa.RecordBatch] = []
         size = 0
@@ -370,6 +381,15 @@ class FlightService(flight.FlightServerBase):
                     "service's --max-put-bytes): split it into several puts"
                 )
             batches.append(chunk.data)
+        if context.is_cancelled():  # a client gone mid-stream ends it as if it had finished
+            raise BadRequestError(
+                f"the put to {name!r} was cancelled before its stream ended: nothing of it is "
+                "written; re-send it with the same sequence"
+            )
+        if not schema.names:
+            raise BadRequestError(
+                f"the put to {name!r} holds no columns: send at least one of the table's columns"
+            )
         if sum(b.num_rows for b in batches) == 0:
             raise BadRequestError(f"the put to {name!r} holds no rows: send at least one row")
         return pa.Table.from_batches(batches, schema=schema)
@@ -551,6 +571,7 @@ class FlightService(flight.FlightServerBase):
         schema = pa.schema([table.schema.field(c) for c in columns])
         out = []
         for rows in tables:
+            rows = _conformed(rows, table.schema, t.table)
             if parsed is not None:
                 rows = rows.filter(parsed.expression)
             out.append(rows.select(columns))

@@ -184,17 +184,20 @@ def int64_rule(describe: str, *, minimum: int = 0, required: bool = True) -> Rul
 
 
 def _is_producer_id(value: Any) -> bool:
+    # composed (NFC), as a table name: "café" sent composed and decomposed would otherwise
+    # be two producers that read alike, each with its own sequences and marker
     return (
         isinstance(value, str)
         and 0 < len(value.encode("utf-8", "surrogatepass")) <= MAX_PRODUCER_ID_BYTES
         and text_problem(value) is None
+        and unicodedata.is_normalized("NFC", value)
     )
 
 
 def producer_id_rule(*, required: bool = True) -> Rule:
     return Rule(
         f"a producer id: text of 1 to {MAX_PRODUCER_ID_BYTES} bytes (UTF-8) without control or "
-        "format characters",
+        "format characters, in Unicode's composed form (NFC)",
         _is_producer_id,
         required,
     )
