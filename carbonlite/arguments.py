@@ -20,6 +20,7 @@ from carbonlite.properties import parse_duration
 from carbonlite.storage import Storage
 
 __all__ = [
+    "MAX_MARKER",
     "SchemaMode",
     "VersionLike",
     "callback_arg",
@@ -43,20 +44,25 @@ def txn_arg(txn: tuple[str, int] | None) -> TxnMarker | None:
     if txn is None:
         return None
     try:
-        app_id, batch_id = txn
+        app_id, batch_id = _pair(txn)
     except (TypeError, ValueError):
         raise InvalidOptionError(f"txn must be (app_id, batch_id), got {txn!r}") from None
-    if (
-        not isinstance(app_id, str)
-        or not app_id
-        or isinstance(batch_id, bool)
-        or not isinstance(batch_id, int)
-        or batch_id < 0
-    ):
+    if not isinstance(app_id, str) or not app_id or not _marker_value(batch_id):
         raise InvalidOptionError(
-            f"txn must be (non-empty app_id string, batch_id integer >= 0), got {txn!r}"
+            f"txn must be (non-empty app_id string, batch_id integer >= 0), got {txn!r}; a "
+            f"batch_id is at most {MAX_MARKER} (a 64-bit long, as Spark reads it)"
         )
     return TxnMarker(app_id, batch_id)
+
+
+MAX_MARKER = 2**63 - 1
+"""The largest batch id or marker value: the log's readers on the JVM (Spark) read them as a
+``long``."""
+
+
+def _marker_value(value: object) -> bool:
+    """Whether ``value`` can be a batch id or marker value: a whole number 0..MAX_MARKER."""
+    return _whole(value) and 0 <= value <= MAX_MARKER  # type: ignore[operator]
 
 
 def markers_arg(
@@ -72,7 +78,7 @@ def markers_arg(
     out: dict[str, tuple[int | None, int]] = {}
     for name, move in markers.items():
         try:
-            read, new = move
+            read, new = _pair(move)
         except (TypeError, ValueError):
             raise InvalidOptionError(
                 f"marker {name!r} must be (read, new), the value read (None when absent) and "
@@ -80,13 +86,25 @@ def markers_arg(
             ) from None
         if not isinstance(name, str) or not name:
             raise InvalidOptionError(f"a marker's name is a non-empty string, not {name!r}")
-        if not _whole(new) or new < 0 or (read is not None and (not _whole(read) or new <= read)):
+        if not _marker_value(new) or (
+            read is not None and (not _marker_value(read) or new <= read)
+        ):
             raise InvalidOptionError(
-                f"marker {name!r} moves from {read!r} to {new!r}: both are whole numbers >= 0 "
-                "(the read value None when the marker is absent) and a marker only moves forward"
+                f"marker {name!r} moves from {read!r} to {new!r}: both are whole numbers from 0 "
+                f"to {MAX_MARKER} (the read value None when the marker is absent) and a marker "
+                "only moves forward"
             )
         out[name] = (read, new)
     return out
+
+
+def _pair(value: object) -> tuple[Any, Any]:
+    """The two items of a tuple or list (a set, a dict or a string has no order to trust);
+    TypeError or ValueError otherwise."""
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(type(value).__name__)
+    first, second = value
+    return first, second
 
 
 def _whole(value: object) -> bool:
@@ -137,9 +155,16 @@ def timestamp_ms_arg(when: object, *, what: str = "version") -> int | None:
         )
     if not isinstance(when, datetime.datetime):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return math.floor(when.timestamp() * 1000)
+    try:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        return math.floor(when.timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):  # pandas' NaT, a date beyond the epoch's reach
+        raise InvalidOptionError(
+            f"{what} must be a version or a point in time, and {when!r} is none: give a version "
+            "number or a datetime such as datetime.datetime(2026, 11, 22, tzinfo=datetime."
+            "timezone.utc)"
+        ) from None
 
 
 def flag_arg(value: object, *, what: str) -> bool:
@@ -224,10 +249,15 @@ def check_seconds(seconds: object, *, what: str) -> float:
         raise InvalidOptionError(
             f"{what} must be a number of seconds, not {type(seconds).__name__} {seconds!r}"
         )
-    seconds = float(seconds)
-    if math.isnan(seconds) or math.isinf(seconds):
+    try:
+        seconds = float(seconds)
+    except OverflowError:  # an integer (or a fraction) beyond any float
+        shown = "a number beyond the range of a float"
+    else:
+        shown = repr(seconds)
+    if not isinstance(seconds, float) or math.isnan(seconds) or math.isinf(seconds):
         raise InvalidOptionError(
-            f"{what} must be a finite number of seconds, got {seconds!r}; give a duration such "
+            f"{what} must be a finite number of seconds, got {shown}; give a duration such "
             "as '7d', '12h' or 3600"
         )
     if seconds < 0:

@@ -31,6 +31,7 @@ from carbonlite.metadata import Action, CommitInfo, Log, Snapshot, TableMetadata
 from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.names import table_location
 from carbonlite.properties import validate_properties
+from carbonlite.reader.changes import reserved_name_problems
 from carbonlite.storage import open_storage
 from carbonlite.table import Table
 from carbonlite.writer.batches import TableData, new_table_schema, schema_and_batches
@@ -122,6 +123,9 @@ def create_table(
             "one column, e.g. pa.schema([('id', pa.int64())])"
         )
     check_schema(schema)
+    reserved = reserved_name_problems(schema.names)
+    if reserved:
+        raise SchemaMismatchError(f"cannot create a table at {location!r}", reserved)
     metadata = TableMetadata(
         table_id=uuid.uuid4().hex,
         schema=schema,

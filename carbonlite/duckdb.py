@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.arguments import VersionLike
-from carbonlite.errors import CarbonLiteError
+from carbonlite.errors import CarbonLiteError, InvalidOptionError
 from carbonlite.optional import require
 from carbonlite.reader.expression import check_filter
 from carbonlite.table import Table
@@ -119,7 +119,12 @@ def source(table: Table, *, version: VersionLike | None = None) -> Any:
     DuckDB's projection and filters reach CarbonLite's pruning. Without DuckDB's source
     protocol, a :class:`~carbonlite.TableScan` DuckDB reads in full (the same rows)."""
     require("duckdb", "duckdb")
-    number = table.version if version is None else table.version_at(version)
+    if not isinstance(table, Table):
+        raise InvalidOptionError(
+            f"source() reads a carbonlite.Table, not {type(table).__name__} {table!r}: open it "
+            "first, source(carbonlite.open_table(path))"
+        )
+    number = table.snapshot().version if version is None else table.version_at(version)
     if not pushdown_supported():
         return table.scan(version=number)
     return _source_class()(table, number)

@@ -11,6 +11,7 @@ __all__ = [
     "CommitConflictError",
     "CommitStateUnknownError",
     "CorruptDataError",
+    "DataSourceError",
     "DataUnavailableError",
     "DuplicateKeyError",
     "InvalidFilterError",
@@ -162,6 +163,12 @@ class TableIdMismatchError(CarbonLiteError):
         self.checkpoint_table_id = checkpoint_table_id
         self.table_id = table_id
         super().__init__(message)
+
+
+class DataSourceError(CarbonLiteError):
+    """The data given to a write could not be read: its reader, generator or Arrow stream
+    raised partway (a dropped connection, a bug in the generator). The write committed
+    nothing; the source's own exception is the cause (``__cause__``)."""
 
 
 class DataUnavailableError(CarbonLiteError):

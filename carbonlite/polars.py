@@ -326,7 +326,7 @@ def scan(
     from polars.io.plugins import register_io_source
 
     table = path if isinstance(path, Table) else open_table(path, storage_options=storage_options)
-    number = table.version if version is None else table.version_at(version)
+    number = table.snapshot().version if version is None else table.version_at(version)
     schema = table.snapshot(number).schema
     polars_schema = pl.from_arrow(schema.empty_table()).schema
 

@@ -197,8 +197,8 @@ class Table:
     def snapshot(self, version: VersionLike | None = None) -> Snapshot:
         """The snapshot at ``version`` (the loaded one by default); a ``datetime`` (or ISO 8601
         string) means the latest version committed at or before it."""
+        self._check_open()
         if version is None:
-            self._check_open()
             return self._snapshot
         number = self.version_at(version)
         if number <= self._snapshot.version:
@@ -208,6 +208,7 @@ class Table:
     def version_at(self, when: VersionLike, *, what: str = "version") -> int:
         """The version ``when`` names: a version number as it is; a ``datetime`` (naive ones
         are UTC) or ISO 8601 string, the latest version committed at or before it."""
+        self._check_open()
         ms = timestamp_ms_arg(when, what=what)
         if ms is None:
             return version_arg(when, what=what)
@@ -885,7 +886,8 @@ class Table:
     ) -> pa.Table:
         """Rows inserted or deleted by each commit from ``start_version`` to ``end_version``
         (inclusive; latest by default), with ``_change_type``, ``_commit_version`` and
-        ``_commit_timestamp`` columns. A ``datetime`` start means the first version committed
+        ``_commit_timestamp`` columns (names a table's own columns cannot take, nor
+        ``_carbonlite_row``). A ``datetime`` start means the first version committed
         at or after it, a ``datetime`` end the last one committed at or before it."""
         start_ms = timestamp_ms_arg(start_version, what="start_version")
         latest = self._latest()

@@ -11,7 +11,7 @@ contribute nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,16 +28,32 @@ from carbonlite.metadata import (
     Snapshot,
 )
 from carbonlite.reader.planner import Split, file_split
-from carbonlite.reader.scan import SplitReader, read_splits
+from carbonlite.reader.scan import ROW_POSITION, SplitReader, read_splits
 from carbonlite.storage import Storage
 
-__all__ = ["CHANGE_COLUMNS", "read_changes"]
+__all__ = ["CHANGE_COLUMNS", "read_changes", "reserved_name_problems"]
 
 CHANGE_COLUMNS = (
     pa.field("_change_type", pa.string(), nullable=False),
     pa.field("_commit_version", pa.int64(), nullable=False),
     pa.field("_commit_timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
 )
+
+_RESERVED = {
+    **{f.name: "changes() adds a column of that name to every row" for f in CHANGE_COLUMNS},
+    ROW_POSITION: "delete, update and merge read each row's position under that name",
+}
+
+
+def reserved_name_problems(names: Iterable[str]) -> list[str]:
+    """One line for each of ``names`` (columns a table is to get) that CarbonLite reserves
+    for the columns it adds itself; checked where columns enter a table (create, add, merge),
+    so tables made before keep working."""
+    return [
+        f"column {name!r} has a name CarbonLite reserves ({_RESERVED[name]}): rename it"
+        for name in names
+        if name in _RESERVED
+    ]
 
 
 def _changed_splits(before: Snapshot, actions: list[Any]) -> tuple[list[Split], list[Split]]:

@@ -13,13 +13,14 @@ commit atomic.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import threading
 from typing import Any
 
-from carbonlite.errors import UnsupportedStorageError
+from carbonlite.errors import InvalidOptionError, StorageError, UnsupportedStorageError
 from carbonlite.storage.base import (
     Appender,
     BufferedObjectAppender,
@@ -87,7 +88,9 @@ def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> tup
             raise UnsupportedStorageError(
                 f"local paths take no storage_options, got {sorted(storage_options)}"
             )
-        return _cached("file", "", LocalStorage), os.path.abspath(os.path.expanduser(rest))
+        root = os.path.abspath(os.path.expanduser(rest))
+        _check_local_root(uri, root)
+        return _cached("file", "", LocalStorage), root
     if protocol == "memory":
         path = "/" + rest.strip("/")
         return _cached("memory", "", MemoryStorage), path
@@ -101,6 +104,49 @@ def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> tup
         f"cannot open {uri!r}: protocol {protocol!r} is not supported; CarbonLite needs atomic "
         f"put-if-absent and supports only {', '.join(SUPPORTED_PROTOCOLS)} (plain paths are local)"
     )
+
+
+_PATH_ERRNOS = {errno.ENAMETOOLONG: "is too long", errno.ELOOP: "loops through symbolic links"}
+
+
+def _check_local_root(uri: str, root: str) -> None:
+    """Refuse a local table path the system cannot resolve at all (too long, a symbolic link
+    loop, no permission), before anything reads or writes below it; a path that does not
+    exist (yet) or crosses a file is left to the caller (a table to create, or none)."""
+    try:
+        os.stat(root)
+    except (FileNotFoundError, NotADirectoryError):
+        _check_new_path(uri, root)
+    except OSError as exc:
+        problem = _PATH_ERRNOS.get(exc.errno or 0)
+        if problem is not None:
+            raise InvalidOptionError(
+                f"the path {uri!r} {problem} ({exc.strerror}); give another path"
+            ) from None
+        raise StorageError(
+            f"cannot use the path {uri!r}: {exc.strerror or exc}; check that its directories "
+            "can be read by this process"
+        ) from None
+
+
+def _check_new_path(uri: str, root: str) -> None:
+    """Refuse a local path that does not exist yet and could never be created: a component
+    longer than the file system allows, or a path longer than the system's limit (found
+    before a first directory of it is made)."""
+    existing = os.path.dirname(root)
+    while existing != os.path.dirname(existing) and not os.path.isdir(existing):
+        existing = os.path.dirname(existing)
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+        path_max = os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):  # no such limits to ask for: the first write will tell
+        return
+    longest = max(os.path.relpath(root, existing).split(os.sep), key=lambda p: len(os.fsencode(p)))
+    if len(os.fsencode(longest)) > name_max or len(os.fsencode(root)) >= path_max:
+        raise InvalidOptionError(
+            f"the path {uri!r} is too long: this file system allows {name_max} bytes per name "
+            f"and {path_max} in all; give a shorter path"
+        )
 
 
 def _cached(protocol: str, key: str, factory: Any) -> Storage:

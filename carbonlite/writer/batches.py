@@ -8,10 +8,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from carbonlite.errors import InvalidOptionError, SchemaMismatchError
+from carbonlite.errors import (
+    CarbonLiteError,
+    DataSourceError,
+    InvalidOptionError,
+    SchemaMismatchError,
+)
 from carbonlite.format.casts import storage_type
 from carbonlite.format.conform import conform_batch, schema_differences
 from carbonlite.format.types import check_schema
+from carbonlite.reader.changes import reserved_name_problems
 
 __all__ = [
     "TableData",
@@ -54,6 +60,12 @@ def _failing_column(data: Any) -> str:
 def _from_pandas(data: Any, schema: pa.Schema | None) -> pa.Table:
     """A pandas DataFrame's columns, and the index levels :func:`_index_levels` names as
     data; an unnamed index is not data (``reset_index()`` to keep it)."""
+    twice = sorted({str(n) for n in data.columns[data.columns.duplicated()]})
+    if twice:
+        raise SchemaMismatchError(
+            f"the pandas DataFrame has more than one column named {', '.join(map(repr, twice))}: "
+            "a table's columns have unique names; drop or rename the repeats first"
+        )
     levels = _index_levels(data, schema)
     if levels:
         data = data.reset_index(level=levels)
@@ -78,6 +90,28 @@ def _stream_reader(data: Any) -> pa.RecordBatchReader:
         ) from None
 
 
+def _pulled(source: Iterable[Any], data: object) -> Iterator[Any]:
+    """The items of ``source`` (the user's reader, stream or iterable ``data``), a failure of
+    the source itself raised as :class:`DataSourceError` (CarbonLite's own errors as they are)."""
+    items = iter(source)
+    count = 0
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except CarbonLiteError:
+            raise
+        except Exception as exc:
+            raise DataSourceError(
+                f"reading the data to write ({type(data).__name__}) failed after {count} "
+                f"batch(es): {type(exc).__name__}: {' '.join(str(exc).split())}; the rows were "
+                "not committed: fix the source and write them again"
+            ) from exc
+        count += 1
+        yield item
+
+
 def iter_record_batches(
     data: TableData, *, schema: pa.Schema | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -96,11 +130,11 @@ def iter_record_batches(
     elif isinstance(data, pa.RecordBatch):
         yield data
     elif isinstance(data, pa.RecordBatchReader):
-        yield from data
+        yield from _pulled(data, data)
     elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, (str, bytes)):
-        yield from _stream_reader(data)
+        yield from _pulled(_stream_reader(data), data)
     elif isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
-        for item in data:
+        for item in _pulled(data, data):
             if isinstance(item, pa.RecordBatch):
                 yield item
             elif isinstance(item, pa.Table):
@@ -169,7 +203,7 @@ def new_table_schema(incoming: pa.Schema, *, where: str) -> pa.Schema:
     """The schema a new table gets from data of schema ``incoming`` (``write_table``): the
     data's columns in their storage types, with their nullability, and no metadata (the
     ``pandas`` key pyarrow adds is not the table's)."""
-    problems: list[str] = []
+    problems = reserved_name_problems(incoming.names)
     fields = _stored_fields(incoming, problems, keep_nullability=True)
     if problems:
         raise SchemaMismatchError(f"cannot make a table schema for {where} from the data", problems)
@@ -182,8 +216,8 @@ def merged_schema(schema: pa.Schema, incoming: pa.Schema, *, where: str) -> pa.S
     """``schema`` with the columns of ``incoming`` it lacks added at the end, nullable, in
     their storage types (``schema_mode="merge"``, Delta's ``mergeSchema``). Existing columns
     keep their types: incoming ones must still cast into them."""
-    problems: list[str] = []
     fresh = [f for f in incoming if f.name not in schema.names]
+    problems = reserved_name_problems([f.name for f in fresh])
     new = _stored_fields(fresh, problems, keep_nullability=False)
     if problems:
         raise SchemaMismatchError(f"cannot merge the data's schema into {where}", problems)

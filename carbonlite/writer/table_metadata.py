@@ -26,6 +26,7 @@ from carbonlite.metadata import (
     TableMetadata,
 )
 from carbonlite.properties import PROPERTIES, validate_properties
+from carbonlite.reader.changes import reserved_name_problems
 
 __all__ = ["MetadataCommit", "with_columns", "with_properties", "without_properties"]
 
@@ -82,6 +83,7 @@ def with_columns(
     problems += [f"column {f.name!r} must be nullable to be added" for f in new if not f.nullable]
     names = [f.name for f in new]
     problems += [f"column {n!r} is given twice" for n in sorted(set(names)) if names.count(n) > 1]
+    problems += reserved_name_problems(names)
     if problems:
         raise SchemaMismatchError(f"cannot add columns to {where!r}", problems)
     schema = pa.schema([*snapshot.schema, *new])
