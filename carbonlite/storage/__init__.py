@@ -19,7 +19,7 @@ import re
 import threading
 from typing import Any
 
-from carbonlite.errors import UnsupportedStorageError
+from carbonlite.errors import InvalidOptionError, UnsupportedStorageError
 from carbonlite.storage.base import (
     Appender,
     BufferedObjectAppender,
@@ -89,9 +89,17 @@ def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> tup
             )
         return _cached("file", "", LocalStorage), os.path.abspath(os.path.expanduser(rest))
     if protocol == "memory":
+        if storage_options:
+            raise UnsupportedStorageError(
+                f"memory:// paths take no storage_options, got {sorted(storage_options)}"
+            )
         path = "/" + rest.strip("/")
         return _cached("memory", "", MemoryStorage), path
     if protocol == "s3":
+        if not rest.split("/", 1)[0]:
+            raise InvalidOptionError(
+                f"cannot open {uri!r}: it names no bucket; S3 URIs are s3://bucket/path"
+            )
         key = json.dumps(storage_options or {}, sort_keys=True, default=str)
         from carbonlite.storage.s3 import S3Storage
 
