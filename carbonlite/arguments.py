@@ -10,11 +10,12 @@ import datetime
 import math
 import numbers
 import os
+import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from carbonlite.errors import InvalidOptionError
-from carbonlite.metadata import TxnMarker
+from carbonlite.metadata import Log, TxnMarker
 from carbonlite.names import check_writer_id
 from carbonlite.properties import parse_duration
 from carbonlite.storage import Storage
@@ -32,6 +33,7 @@ __all__ = [
     "names_arg",
     "schema_mode_arg",
     "storage_options_arg",
+    "table_around",
     "timestamp_ms_arg",
     "txn_arg",
     "version_arg",
@@ -239,6 +241,21 @@ def file_in_the_way(storage: Storage, root: str) -> str | None:
         candidates.append(parent)
         parent = os.path.dirname(parent)
     return next((storage.uri(c) for c in candidates if storage.exists(c)), None)
+
+
+def table_around(storage: Storage, root: str) -> str | None:
+    """The URI of a table that ``root`` lies inside (in its directory, at any depth), or
+    None. No table may go there: a table's directory is its own (``recover`` deletes every
+    file under its ``segments/`` that its log does not name, as a crashed writer's orphan)."""
+    parent = posixpath.dirname(root.rstrip("/"))
+    seen = {root}
+    while parent and parent not in seen:
+        seen.add(parent)
+        uri = storage.uri(parent)
+        if Log(storage, parent, uri).exists():
+            return uri
+        parent = posixpath.dirname(parent)
+    return None
 
 
 def check_seconds(seconds: object, *, what: str) -> float:

@@ -17,6 +17,7 @@ from carbonlite.arguments import (
     names_arg,
     schema_mode_arg,
     storage_options_arg,
+    table_around,
     writer_id_arg,
 )
 from carbonlite.clock import elapsed_ms, now_ms
@@ -29,7 +30,7 @@ from carbonlite.errors import (
 from carbonlite.format.types import check_schema, stat_kind
 from carbonlite.metadata import Action, CommitInfo, Log, Snapshot, TableMetadata
 from carbonlite.metadata.partition_spec import PartitionSpec
-from carbonlite.names import table_location
+from carbonlite.names import column_name_problems, table_location
 from carbonlite.properties import validate_properties
 from carbonlite.reader.changes import reserved_name_problems
 from carbonlite.storage import open_storage
@@ -37,7 +38,7 @@ from carbonlite.table import Table
 from carbonlite.writer.batches import TableData, new_table_schema, schema_and_batches
 from carbonlite.writer.modify import keyed_rows
 
-__all__ = ["WriteMode", "create_table", "open_table", "write_table"]
+__all__ = ["WriteMode", "check_new_table_place", "create_table", "open_table", "write_table"]
 
 
 def _check_sort_columns(schema: pa.Schema, sort_columns: object) -> tuple[str, ...]:
@@ -88,6 +89,38 @@ def _partition_spec(schema: pa.Schema, partition_by: object) -> PartitionSpec:
     return PartitionSpec.parse(list(partition_by), schema)
 
 
+def _check_place(log: Log) -> None:
+    """Refuse to create a table where ``log`` would go: in a plain file, where a table is,
+    or inside another table's directory."""
+    storage, root, uri = log.storage, log.root, log.uri
+    blocker = file_in_the_way(storage, root)
+    if blocker is not None:
+        raise InvalidOptionError(
+            f"cannot create a table at {uri!r}: {blocker!r} is a file, not a directory; give a "
+            "path that is a directory or does not exist yet"
+        )
+    if log.exists():
+        raise TableExistsError(f"a CarbonLite table already exists at {uri!r}")
+    outer = table_around(storage, root)
+    if outer is not None:
+        raise InvalidOptionError(
+            f"cannot create a table at {uri!r}: it is inside the table at {outer!r}, and a "
+            "table's directory is its own (its recover deletes every file under segments/ that "
+            "its log does not name); give a path outside it"
+        )
+
+
+def check_new_table_place(
+    path: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None
+) -> None:
+    """What :func:`create_table` checks of ``path`` before it writes, for a caller that
+    creates a table later and wants a bad place refused now (the Kafka ingester's
+    bad-records table, made once the topic is found)."""
+    options = storage_options_arg(storage_options)
+    storage, root = open_storage(table_location(path), options or None)
+    _check_place(Log(storage, root, storage.uri(root)))
+
+
 def create_table(
     path: str | os.PathLike[str],
     schema: pa.Schema,
@@ -122,6 +155,12 @@ def create_table(
             f"cannot create a table at {location!r} with an empty schema: a table needs at least "
             "one column, e.g. pa.schema([('id', pa.int64())])"
         )
+    named = column_name_problems(schema)
+    if named:
+        raise InvalidOptionError(
+            f"cannot create a table at {location!r}: " + "; ".join(named) + "; give every "
+            "column a name of visible characters"
+        )
     check_schema(schema)
     reserved = reserved_name_problems(schema.names)
     if reserved:
@@ -137,15 +176,8 @@ def create_table(
     )
     storage, root = open_storage(location, options or None)
     uri = storage.uri(root)
-    blocker = file_in_the_way(storage, root)
-    if blocker is not None:
-        raise InvalidOptionError(
-            f"cannot create a table at {uri!r}: {blocker!r} is a file, not a directory; give a "
-            "path that is a directory or does not exist yet"
-        )
     log = Log(storage, root, uri)
-    if log.exists():
-        raise TableExistsError(f"a CarbonLite table already exists at {uri!r}")
+    _check_place(log)
     actions: list[Action] = [
         metadata,
         CommitInfo(

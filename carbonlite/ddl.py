@@ -165,8 +165,12 @@ class _Parser:
         kind = self.type(name)
         nullable = True
         if self.at("not"):
-            self.take()
+            not_null = self.take()
             self.expect("null", "after NOT")
+            if pa.types.is_null(kind):
+                raise self.fail(
+                    f"{label} {name!r} is void (always null): it cannot be NOT NULL", not_null
+                )
             nullable = False
         if self.at("comment"):
             self.take()

@@ -18,6 +18,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+import pyarrow as pa
+
 from carbonlite.errors import CorruptDataError, InvalidOptionError
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "check_log_path",
     "check_name",
     "check_writer_id",
+    "column_name_problems",
     "name_problem",
     "path_problem",
     "table_location",
@@ -114,6 +117,26 @@ def table_location(path: object) -> str:
             "give a path without control characters"
         )
     return text
+
+
+def column_name_problems(fields: Iterable[pa.Field], parent: str | None = None) -> list[str]:
+    """Why columns of ``fields`` (and fields of struct columns, at any depth) have names no
+    one can write in a partition spec, a sort key, Spark or SQL: empty, blank, or holding a
+    control character; one phrase per bad name, none when every name is fine. (A column name
+    is no path component: ``/`` and ``.`` are allowed, quoted where needed.)"""
+    problems: list[str] = []
+    for field in fields:
+        what = "column" if parent is None else f"field of struct {parent!r}"
+        bad = re.search(r"[\x00-\x1f\x7f]", field.name)
+        if not field.name.strip():
+            problems.append(f"{what} {field.name!r} has no name (it is empty or blank)")
+        elif bad is not None:
+            problems.append(f"{what} {field.name!r} contains the control character {bad.group()!r}")
+        if pa.types.is_struct(field.type):
+            path = field.name if parent is None else f"{parent}.{field.name}"
+            children = [field.type.field(i) for i in range(field.type.num_fields)]
+            problems += column_name_problems(children, path)
+    return problems
 
 
 def path_problem(path: object) -> str | None:

@@ -73,7 +73,10 @@ def parse_size(text: str) -> int:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _SIZE_UNITS:
         raise ValueError(f"{text!r} is not a size such as 1048576, 64MB or 1GB")
-    size = int(Decimal(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+    unit = _SIZE_UNITS[m.group(2).lower()]
+    if unit == 1 and m.group(1).partition(".")[2].strip("0"):  # 1.5KB is 1536 bytes; 1.5 is not
+        raise ValueError(f"{text!r} is not a whole number of bytes (1.5KB is, 1.5 is not)")
+    size = int(Decimal(m.group(1)) * unit)
     if size > MAX_COUNT:
         raise ValueError(f"{text!r} is more than the largest size, {MAX_COUNT} bytes")
     return size
@@ -256,6 +259,9 @@ def validate_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
             continue
         if key == "user.":
             problems.append("'user.' needs a name after the dot, such as 'user.team'")
+            continue
+        if re.search(r"[\x00-\x1f\x7f]", key):
+            problems.append(f"{key!r}: a key must not contain control characters")
             continue
         if key.startswith("user."):
             out[key] = value

@@ -14,6 +14,7 @@ streaming segment ``3`` writes ``3.0``; merging ``3.0, 4.0, 5.0, 6.0`` at level 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -202,11 +203,18 @@ def _plan_major(snapshot: Snapshot) -> list[CompactionTask]:
     return tasks
 
 
+def _shown(segments: Sequence[str]) -> str:
+    """The ids a user named, for a message: the first ten and how many more."""
+    ids = list(segments)
+    return str(ids) if len(ids) <= 10 else f"{ids[:10]} (and {len(ids) - 10} more)"
+
+
 def _plan_custom(snapshot: Snapshot, segments: Sequence[str]) -> list[CompactionTask]:
     if not segments:
         raise InvalidOptionError("custom compaction needs the ids of the segments to merge")
     chosen = []
-    problems = []
+    named = Counter(segments)
+    problems = [f"segment {sid!r} is named more than once" for sid, n in named.items() if n > 1]
     for sid in dict.fromkeys(segments):
         seg = snapshot.segments.get(sid)
         if seg is None:
@@ -223,9 +231,11 @@ def _plan_custom(snapshot: Snapshot, segments: Sequence[str]) -> list[Compaction
             + ", ".join(f"{s.segment_id}: {s.partition}" for s in chosen)
             + "); a segment holds one partition's rows"
         )
+    if len(problems) > 10:
+        problems[10:] = [f"and {len(problems) - 10} more problems"]
     if problems:
         raise InvalidOptionError(
-            f"cannot compact segments {list(segments)} of {snapshot.table_path!r}:\n  "
+            f"cannot compact segments {_shown(segments)} of {snapshot.table_path!r}:\n  "
             + "\n  ".join(problems)
         )
     return [_task(snapshot, chosen, max(s.level for s in chosen) + 1)]

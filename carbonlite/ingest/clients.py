@@ -45,6 +45,9 @@ __all__ = [
 ClientName = Literal["auto", "confluent-kafka", "kafka-python"]
 
 LOGGER = logging.getLogger("carbonlite.ingest")
+CONSUME_MAX = 1_000_000
+"""The most messages confluent-kafka's ``Consumer.consume`` returns in one call (it refuses
+to be asked for more)."""
 """Where the Kafka client's log lines go (quiet unless the application configures logging)."""
 LOGGER.addHandler(logging.NullHandler())
 
@@ -271,8 +274,10 @@ class ConfluentClient(Client):
         self._position = {p: o for p, o in starts.items() if o is not None}
 
     def fetch(self, max_messages: int, timeout: float) -> Fetched:
+        # consume() takes at most a million messages a call; the ingester fetches again for
+        # the rest of a larger batch
         with self._errors():
-            messages = self.consumer.consume(max_messages, timeout)
+            messages = self.consumer.consume(min(max_messages, CONSUME_MAX), timeout)
         for m in messages:
             if m.error() is not None:
                 if m.error().code() == self.ck.KafkaError._PARTITION_EOF:

@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from carbonlite.create import create_table, open_table
+from carbonlite.create import check_new_table_place, create_table, open_table
 from carbonlite.errors import (
     CarbonLiteError,
     InvalidOptionError,
@@ -80,9 +80,6 @@ BAD_RECORDS_SCHEMA = pa.schema(
 )
 
 
-_BAD = set(BAD_RECORDS_SCHEMA.names)
-
-
 class IngestError(CarbonLiteError):
     """A message the ingester cannot take (without a bad-records table), or a topic it
     cannot read."""
@@ -114,22 +111,40 @@ def _open_target(
         ) from None
 
 
-def _open_bad_records(path: str, table: Table, storage_options: Mapping[str, Any] | None) -> Table:
-    """The bad-records table at ``path`` (created when missing), which must be another table
-    than ``table`` and have the bad-records columns."""
+def _open_bad_records(
+    path: str, table: Table, storage_options: Mapping[str, Any] | None
+) -> Table | None:
+    """The bad-records table at ``path``, which must be another table than ``table`` and
+    have the bad-records columns; None when there is none yet (:func:`_create_bad_records`
+    makes it at the first bad record), after checking that one can be created there."""
     try:
         bad = open_table(path, storage_options=storage_options)
     except TableNotFoundError:
         try:
-            bad = create_table(path, BAD_RECORDS_SCHEMA, storage_options=storage_options)
+            check_new_table_place(path, storage_options=storage_options)
         except TableExistsError:  # another ingester made it just now
             bad = open_table(path, storage_options=storage_options)
+        else:
+            return None
+    return _checked_bad_records(path, bad, table)
+
+
+def _create_bad_records(
+    path: str, table: Table, storage_options: Mapping[str, Any] | None
+) -> Table:
+    try:
+        bad = create_table(path, BAD_RECORDS_SCHEMA, storage_options=storage_options)
+    except TableExistsError:  # another ingester made it just now
+        bad = open_table(path, storage_options=storage_options)
+    return _checked_bad_records(path, bad, table)
+
+
+def _checked_bad_records(path: str, bad: Table, table: Table) -> Table:
     if bad.table_id == table.table_id:
         raise InvalidOptionError(
             f"bad_records {path!r} is the table being ingested into; give a table of its own"
         )
-    problems = schema_differences(BAD_RECORDS_SCHEMA, bad.schema)
-    problems += [f"column {n!r} is not one of them" for n in bad.schema.names if n not in _BAD]
+    problems = schema_differences(BAD_RECORDS_SCHEMA, bad.schema)  # extra columns too
     if problems:
         raise InvalidOptionError(
             f"bad_records {bad.path!r} is not a bad-records table: "
@@ -162,8 +177,8 @@ class KafkaIngester:
     and ``max_latency`` (seconds) bound a batch: it is committed when either is reached.
     ``stop_at_end``: stop once every partition is ingested up to the end offset it had at
     start. ``bad_records``: path of a table for messages that do not decode (created when
-    missing). ``client``: the Kafka client, ``"confluent-kafka"``, ``"kafka-python"`` or
-    ``"auto"`` (the first when installed); ``client_options``: that client's own settings.
+    missing, at the first bad record: a refused run leaves no table behind). ``client``: the
+    Kafka client, ``"confluent-kafka"``, ``"kafka-python"`` or ``"auto"`` (the first when installed); ``client_options``: that client's own settings.
     ``connect_timeout``: seconds to wait for a broker's first answer before raising
     :class:`KafkaClientError`. ``progress``: called after each commit with the result so far.
 
@@ -203,6 +218,8 @@ class KafkaIngester:
         self.table: Table = _open_target(path, storage_options, writer_id)
         check_json_columns(data_schema(self.table.schema), repr(self.table.path))
         self.bad: Table | None = None
+        self.bad_records = bad_records
+        self.storage_options = storage_options
         if bad_records is not None:
             self.bad = _open_bad_records(bad_records, self.table, storage_options)
         self.stop_at_end = stop_at_end
@@ -361,6 +378,8 @@ class KafkaIngester:
         reach("ingest.before_commit")
         if decoded.bad:
             first = decoded.bad[0][0]
+            if self.bad is None and self.bad_records is not None:  # its first bad record
+                self.bad = _create_bad_records(self.bad_records, self.table, self.storage_options)
             if self.bad is None:
                 raise IngestError(
                     f"message at offset {batch.offsets[first]} of partition "

@@ -92,9 +92,17 @@ def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> tup
         _check_local_root(uri, root)
         return _cached("file", "", LocalStorage), root
     if protocol == "memory":
+        if storage_options:
+            raise UnsupportedStorageError(
+                f"memory:// paths take no storage_options, got {sorted(storage_options)}"
+            )
         path = "/" + rest.strip("/")
         return _cached("memory", "", MemoryStorage), path
     if protocol == "s3":
+        if not rest.split("/", 1)[0]:
+            raise InvalidOptionError(
+                f"cannot open {uri!r}: it names no bucket; S3 URIs are s3://bucket/path"
+            )
         key = json.dumps(storage_options or {}, sort_keys=True, default=str)
         from carbonlite.storage.s3 import S3Storage
 

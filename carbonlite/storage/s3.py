@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from urllib.parse import urlsplit
 
 from carbonlite.errors import (
     InvalidOptionError,
@@ -121,6 +122,8 @@ _BOOL_CLIENT_OPTIONS = ("allow_http", "allow_invalid_certificates", "http1_only"
 
 _RANGE_NOT_SATISFIABLE = re.compile(r"status code: 416\b|<Code>InvalidRange</Code>")
 _DEFAULT_REGION = "us-east-1"
+_MAX_RETRY_SECONDS = 86_400.0
+"""The longest ``retry_timeout``: a day (a timedelta past ~10^9 days cannot even be made)."""
 _DEFAULT_CLIENT: dict[str, Any] = {
     # Fail fast on an endpoint that does not answer; a whole request (one blocklet range, or
     # one 5 MiB part of a large PUT) gets two minutes.
@@ -216,7 +219,13 @@ def s3_settings(storage_options: Mapping[str, Any] | None) -> S3Settings:
         elif key == "max_retries":
             retry["max_retries"] = _as_number(given, value, int)
         elif key == "retry_timeout":
-            retry["retry_timeout"] = timedelta(seconds=_as_number(given, value, float))
+            seconds = _as_number(given, value, float)
+            if not 0 <= seconds <= _MAX_RETRY_SECONDS:  # nan too
+                raise InvalidOptionError(
+                    f"S3 storage option {given}={value!r} must be a number of seconds from 0 "
+                    f"to {_MAX_RETRY_SECONDS:g} (a day)"
+                )
+            retry["retry_timeout"] = timedelta(seconds=seconds)
         else:
             _unknown(given)
 
@@ -224,6 +233,8 @@ def s3_settings(storage_options: Mapping[str, Any] | None) -> S3Settings:
         if name in client:
             client[name] = _as_bool(name, client[name])
     endpoint = config.get("aws_endpoint_url_s3") or config.get("endpoint")
+    if endpoint is not None:
+        _check_endpoint(endpoint)
     if endpoint is not None and "://" not in str(endpoint):
         endpoint = f"{'http' if use_ssl is False else 'https'}://{endpoint}"
         config["aws_endpoint_url_s3" if "aws_endpoint_url_s3" in config else "endpoint"] = endpoint
@@ -243,6 +254,28 @@ def s3_settings(storage_options: Mapping[str, Any] | None) -> S3Settings:
         retry_config=retry,
         endpoint=str(endpoint or f"https://s3.{region}.amazonaws.com"),
     )
+
+
+def _check_endpoint(endpoint: object) -> None:
+    """An endpoint is ``[http[s]://]HOST[:PORT][/PATH]``: text without spaces, and a port
+    that is a number, so a typo fails here and not as a request to a mangled address."""
+    text = endpoint if isinstance(endpoint, str) else ""
+    try:
+        parts = urlsplit(text if "://" in text else f"https://{text}")
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if (
+        parts is None
+        or not port_ok
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or re.search(r"\s", text)
+    ):
+        raise InvalidOptionError(
+            f"S3 storage option endpoint_url={endpoint!r} is not an endpoint such as "
+            "'http://127.0.0.1:9000' or 'https://s3.eu-west-1.amazonaws.com'"
+        )
 
 
 def _flat_options(options: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:

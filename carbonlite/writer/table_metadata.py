@@ -25,6 +25,7 @@ from carbonlite.metadata import (
     Snapshot,
     TableMetadata,
 )
+from carbonlite.names import column_name_problems
 from carbonlite.properties import PROPERTIES, validate_properties
 from carbonlite.reader.changes import reserved_name_problems
 
@@ -80,6 +81,7 @@ def with_columns(
             f"add_columns needs one or more pyarrow.Field (or a pyarrow.Schema), got {fields!r}"
         )
     problems = [f"column {f.name!r} already exists" for f in new if f.name in snapshot.schema.names]
+    problems += column_name_problems(new)
     problems += [f"column {f.name!r} must be nullable to be added" for f in new if not f.nullable]
     names = [f.name for f in new]
     problems += [f"column {n!r} is given twice" for n in sorted(set(names)) if names.count(n) > 1]
