@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.types as pat
 
 __all__ = ["cast_column", "incompatibility", "storage_type"]
@@ -110,6 +112,8 @@ def cast_column(
     value out of range) and ``pyarrow.ArrowNotImplementedError`` when Arrow has no such cast."""
     if column.type.equals(expected):
         return column
+    if pat.is_list_view(column.type) or pat.is_large_list_view(column.type):
+        column = _as_list(column)
     if pat.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     if pat.is_timestamp(column.type) and column.type.tz != expected.tz:
@@ -117,6 +121,29 @@ def cast_column(
         # the unit cast below is the only one that can touch the values.
         column = column.cast(pa.timestamp(column.type.unit, tz=expected.tz))
     return column.cast(expected, safe=True)
+
+
+def _as_list(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A list view as the list of the same values, built from its lengths and flattened
+    values: pyarrow's own cast of a list view builds a list with invalid offsets
+    (pyarrow 26), so it is never asked for."""
+    if isinstance(column, pa.ChunkedArray):
+        return pa.chunked_array([_as_list(c) for c in column.chunks], _list_type(column.type))
+    large = pat.is_large_list_view(column.type)
+    sizes = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64 if large else np.int32)
+    build = pa.LargeListArray if large else pa.ListArray
+    return build.from_arrays(
+        pa.array(offsets),
+        pc.list_flatten(column),
+        type=_list_type(column.type),
+        mask=column.is_null(),
+    )
+
+
+def _list_type(t: pa.DataType) -> pa.DataType:
+    field = t.value_field
+    return pa.large_list(field) if pat.is_large_list_view(t) else pa.list_(field)
 
 
 def storage_type(t: pa.DataType) -> pa.DataType | None:

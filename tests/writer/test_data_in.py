@@ -257,3 +257,29 @@ def test_an_upsert_lacking_a_column_is_refused(tmp_path):
         keyed.overwrite(pa.table({"id": [1], "name": ["b"], "ts": [None]}))
     keyed.merge(pa.table({"id": [1], "name": ["b"]}), on=["id"])
     assert _rows(keyed) == [{"id": 1, "name": "b", "ts": None, "score": 2.0}]
+
+
+def test_list_views_are_written_as_lists(tmp_path):
+    """pyarrow's own cast of a list view builds invalid offsets; CarbonLite converts list
+    views from their lengths and values (format/casts.py), for appends and new tables."""
+    schema = pa.schema([("l", pa.list_(pa.int64())), ("m", pa.large_list(pa.string()))])
+    views = pa.ListViewArray.from_arrays(
+        pa.array([3, 0, 0], pa.int32()),
+        pa.array([2, 3, 0], pa.int32()),
+        pa.array([1, 2, 3, 4, 5]),
+        mask=pa.array([False, False, True]),
+    )
+    large = pa.array([["a"], None, ["b", "c"]], type=pa.large_list_view(pa.string()))
+    data = pa.table(
+        {
+            "l": pa.chunked_array([views, views.slice(1)]),
+            "m": pa.chunked_array([large, large.slice(1)]),
+        }
+    )
+    expected = [[4, 5], [1, 2, 3], None, [1, 2, 3], None]
+    table = cl.create_table(tmp_path / "t", schema)
+    table.append(data)
+    assert table.to_arrow().column("l").to_pylist() == expected
+    made = cl.write_table(tmp_path / "new", data)
+    assert made.schema.field("l").type == pa.list_(pa.int64())
+    assert made.to_arrow().column("m").to_pylist() == [["a"], None, ["b", "c"], None, ["b", "c"]]
