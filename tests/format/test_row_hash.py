@@ -166,8 +166,8 @@ def key(v: Any) -> Any:
         return _float_key(v)
     if isinstance(v, list):
         return ("l", tuple(key(e) for e in v))
-    if isinstance(v, dict):
-        return ("s", tuple((k, key(e)) for k, e in v.items()))
+    if isinstance(v, dict):  # a struct: its fields by name (a dict's order is not the value's)
+        return ("s", tuple((k, key(v[k])) for k in sorted(v)))
     return (type(v).__name__, v)
 
 
