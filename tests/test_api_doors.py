@@ -612,10 +612,11 @@ def test_the_sweep_is_wide() -> None:
     assert len(set(IDS)) == len(IDS)
 
 
-@pytest.mark.parametrize(("name", "call", "error"), CASES, ids=IDS)
-def test_bad_input_raises_a_carbonlite_error_and_changes_nothing(
+def assert_refused_and_unchanged(
     doors: Doors, name: str, call: Case, error: type[cl.CarbonLiteError]
 ) -> None:
+    """``call`` raises ``error`` (a CarbonLiteError with a message) and leaves both tables,
+    the free path and the plain file as they were."""
     before = content(doors.t), content(doors.pk)
     with pytest.raises(cl.CarbonLiteError) as info:
         call(doors)
@@ -624,6 +625,13 @@ def test_bad_input_raises_a_carbonlite_error_and_changes_nothing(
     assert (content(doors.t), content(doors.pk)) == before
     assert not doors.new.exists()
     assert doors.file.read_text() == "not a table"
+
+
+@pytest.mark.parametrize(("name", "call", "error"), CASES, ids=IDS)
+def test_bad_input_raises_a_carbonlite_error_and_changes_nothing(
+    doors: Doors, name: str, call: Case, error: type[cl.CarbonLiteError]
+) -> None:
+    assert_refused_and_unchanged(doors, name, call, error)
 
 
 def test_edge_values_that_are_not_errors_get_the_right_answer(doors: Doors) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +24,22 @@ import pytest
 import carbonlite as cl
 import carbonlite.duckdb as cl_duckdb
 import carbonlite.polars as cl_polars
-from tests.test_api_doors import SCHEMA, UTC, Doors, content, doors, rows
+from tests.test_api_doors import (
+    SCHEMA,
+    UTC,
+    Case,
+    Doors,
+    assert_refused_and_unchanged,
+    content,
+    doors,
+    rows,
+)
 
 pd = pytest.importorskip("pandas")
 pl = pytest.importorskip("polars")
 
 __all__ = ["doors"]  # the fixture, imported
 
-Case = Callable[[Doors], object]
 CASES: list[tuple[str, Case, type[cl.CarbonLiteError]]] = []
 
 
@@ -801,14 +809,7 @@ PARAMS = [
 def test_more_bad_input_raises_a_carbonlite_error_and_changes_nothing(
     doors: Doors, name: str, call: Case, error: type[cl.CarbonLiteError]
 ) -> None:
-    before = content(doors.t), content(doors.pk)
-    with pytest.raises(cl.CarbonLiteError) as info:
-        call(doors)
-    assert isinstance(info.value, error), f"{name}: {type(info.value).__name__}: {info.value}"
-    assert str(info.value).strip(), f"{name} raised an empty message"
-    assert (content(doors.t), content(doors.pk)) == before
-    assert not doors.new.exists()
-    assert doors.file.read_text() == "not a table"
+    assert_refused_and_unchanged(doors, name, call, error)
 
 
 def test_a_failing_source_is_named_and_chained(doors: Doors) -> None:
