@@ -14,9 +14,11 @@ __all__ = [
     "CommitRecord",
     "PartitionInfo",
     "SegmentInfo",
+    "TableSummary",
     "partition_infos",
     "read_history",
     "segment_infos",
+    "table_summary",
 ]
 
 
@@ -201,3 +203,37 @@ def _modified(seg: SegmentState) -> int:
 def _order(value: tuple[Any, ...]) -> tuple[Any, ...]:
     """Sorts partition values with nulls first, whatever the types."""
     return tuple((v is not None, v if v is not None else 0) for v in value)
+
+
+@dataclass(frozen=True, slots=True)
+class TableSummary:
+    """What the live segments of one version hold (``carbonlite inspect``'s summary, Spark's
+    ``CarbonTable.detail()``)."""
+
+    segments: int
+    """Every segment the log lists, compacted and deleted ones too."""
+    live_segments: int
+    files: int
+    blocklets: int
+    rows: int
+    """Rows readers see (deleted rows not counted)."""
+    deleted_rows: int
+    deletion_vector_bytes: int
+    bytes: int
+    """Committed bytes of the live data files."""
+
+
+def table_summary(snapshot: Snapshot) -> TableSummary:
+    live = [s for s in snapshot.segments.values() if s.is_live]
+    return TableSummary(
+        segments=len(snapshot.segments),
+        live_segments=len(live),
+        files=sum(len(s.files) for s in live),
+        blocklets=sum(s.num_blocklets for s in live),
+        rows=sum(s.live_rows for s in live),
+        deleted_rows=sum(s.num_deleted for s in live),
+        deletion_vector_bytes=sum(
+            n for s in live for f in s.files.values() for n in f.dv_files.values()
+        ),
+        bytes=sum(s.num_bytes for s in live),
+    )

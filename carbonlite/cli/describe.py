@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 from decimal import Decimal
 from typing import Any
@@ -12,7 +13,7 @@ import pyarrow as pa
 from carbonlite.format.types import stat_kind
 from carbonlite.metadata import LIVE_STATUSES, Snapshot
 from carbonlite.properties import PROPERTIES, effective_properties
-from carbonlite.records import CommitRecord, PartitionInfo, SegmentInfo
+from carbonlite.records import CommitRecord, PartitionInfo, SegmentInfo, table_summary
 from carbonlite.table import Table
 
 __all__ = [
@@ -142,7 +143,6 @@ def describe_files(snapshot: Snapshot, *, every: bool = False) -> list[dict[str,
 
 
 def describe_table(table: Table, snapshot: Snapshot, segments: list[SegmentInfo]) -> dict[str, Any]:
-    live = [s for s in snapshot.segments.values() if s.is_live]
     return {
         "path": table.path,
         "table_id": snapshot.metadata.table_id,
@@ -158,18 +158,7 @@ def describe_table(table: Table, snapshot: Snapshot, segments: list[SegmentInfo]
         "primary_key": list(snapshot.metadata.primary_key),
         "properties": dict(snapshot.properties),
         "effective_properties": effective_properties(snapshot.properties),
-        "summary": {
-            "segments": len(snapshot.segments),
-            "live_segments": len(live),
-            "files": sum(len(s.files) for s in live),
-            "blocklets": sum(s.num_blocklets for s in live),
-            "rows": sum(s.live_rows for s in live),
-            "deleted_rows": sum(s.num_deleted for s in live),
-            "deletion_vector_bytes": sum(
-                n for s in live for f in s.files.values() for n in f.dv_files.values()
-            ),
-            "bytes": sum(s.num_bytes for s in live),
-        },
+        "summary": dataclasses.asdict(table_summary(snapshot)),
         "segments": describe_segments(segments),
     }
 

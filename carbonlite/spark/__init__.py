@@ -14,8 +14,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from carbonlite.spark.carbon_table import CarbonOptimizeBuilder, CarbonTable
+
 __all__ = [
     "QUIET_LOG4J2",
+    "CarbonOptimizeBuilder",
+    "CarbonTable",
     "compact",
     "local_session",
     "publish",

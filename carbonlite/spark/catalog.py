@@ -31,10 +31,14 @@ from carbonlite.errors import InvalidOptionError, TableExistsError, TableNotFoun
 from carbonlite.spark.datasource import CarbonLiteDataSource
 from carbonlite.spark.types import spark_schema
 
-__all__ = ["bound_source_name", "register_table"]
+__all__ = ["bound_source_name", "bound_table", "register_table"]
 
 _PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|`(?:[^`]|``)+`")
 _PROVIDER = re.compile(r"^Provider: (\S+)$", re.MULTILINE)
+
+_BOUND: dict[str, tuple[str, dict[str, Any]]] = {}
+"""The tables :func:`register_table` bound in this process: source name (lower case) ->
+(table path, storage options)."""
 
 
 def bound_source_name(uri: str) -> str:
@@ -134,6 +138,7 @@ def register_table(
     source = _bound_source(table.path, options)
     provider = source.name()
     spark.dataSource.register(source)
+    _BOUND[provider.lower()] = (table.path, options)
     if spark.catalog.tableExists(name):
         found = _provider_of(spark, parts)
         if found is None or found.lower() != provider.lower():
@@ -148,3 +153,28 @@ def register_table(
         spark.sql(f"DROP TABLE {identifier}")
     spark.sql(f"CREATE TABLE {identifier} USING {provider}")
     return provider
+
+
+def bound_table(spark: Any, name: str) -> tuple[str, dict[str, Any]]:
+    """The path and storage options of the CarbonLite table registered as the Spark table
+    ``name`` (by :func:`register_table`, in this session)."""
+    parts = _identifier(name)
+    if not spark.catalog.tableExists(name):
+        raise TableNotFoundError(
+            f"Spark has no table {name!r}; register the CarbonLite table first: "
+            f"carbonlite.spark.register_table(spark, {name!r}, '/path/to/table')"
+        )
+    provider = (_provider_of(spark, parts) or "").lower()
+    if provider in _BOUND:
+        path, options = _BOUND[provider]
+        return path, dict(options)
+    if provider.startswith("carbonlite_"):
+        raise TableNotFoundError(
+            f"the Spark table {name!r} is a CarbonLite table registered in another session; "
+            "call carbonlite.spark.register_table(spark, name, path) again in this one"
+        )
+    raise TableNotFoundError(
+        f"the Spark table {name!r} is not a CarbonLite table (its provider is "
+        f"{provider or 'unknown'!r}); CarbonTable.forName takes tables registered with "
+        "carbonlite.spark.register_table"
+    )
