@@ -4,11 +4,12 @@ Batch: partitions are runs of blocklets (splits) from the snapshot, pruned by mi
 filters Spark pushes; a user schema naming a subset of the columns reads only those.
 
 Streaming: an offset is a position in the log,
-``{"version": v, "index": i, "blocklet": k, "initial": b, ...}``: the first ``i`` units of
-version ``v`` have been delivered, and the first ``k`` blocklets of unit ``i``; it also names
-the table and the query's start (carbonlite/spark/offsets.py). A unit is one file's appended
-range in one commit (or, for the initial snapshot, one whole file); the limits on rows and
-bytes cut units between blocklets. Offsets never name physical file offsets, which compaction
+``{"version": v, "index": i, "blocklet": k, "row": r, "initial": b, ...}``: the first ``i``
+units of version ``v`` have been delivered, the first ``k`` blocklets of unit ``i`` and the
+first ``r`` rows of its next blocklet; it also names the table and the query's start
+(carbonlite/spark/offsets.py). A unit is one file's appended range in one commit (or, for the
+initial snapshot, one whole file); the limits on rows and bytes cut units between rows, inside
+a blocklet if need be. Offsets never name physical file offsets, which compaction
 could move; commits with ``data_change = false`` (handoff, compaction) hold no units, so no
 row is delivered twice. A query's start is decided once, at the first ``initialOffset`` (or
 ``prepareForTriggerAvailableNow``), and every offset after it carries it.
@@ -493,7 +494,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return offset.at(self._batch_end(offset.position, limit)).to_json()
 
     def _batch_end(self, start: Position, limit: ReadLimit) -> Position:
-        version, index, blocklet, initial = start
+        version, index, blocklet, initial, row = start
         latest = self._latest()
         limited = not isinstance(limit, ReadAllAvailable)
         max_files = self.max_files if limited else None
@@ -505,29 +506,34 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             max_bytes = limit.max_bytes
         elif isinstance(limit, ReadMaxRows):
             max_rows = limit.max_rows
-        # Units count against maxFilesPerTrigger; rows and bytes are added blocklet by
-        # blocklet, so a batch may end inside a unit. Every batch takes one blocklet at least.
-        files = nbytes = rows = taken = 0
+        # Units count against maxFilesPerTrigger; rows and bytes are added row by row (a
+        # row's bytes: its share of its blocklet's stored bytes), so a batch may end inside a
+        # unit and inside a blocklet. Every batch takes one row at least.
+        files = nbytes = rows = 0
         while version <= latest:
             units = self._units_of(version, initial)
             while index < len(units):
                 blocklets = units[index].split.blocklets
                 while blocklet < len(blocklets):
                     b = blocklets[blocklet]
-                    new_unit = blocklet == 0 or taken == 0
-                    full = taken > 0 and (
-                        (max_files is not None and new_unit and files >= max_files)
-                        or (max_bytes is not None and nbytes + b.length > max_bytes)
-                        or (max_rows is not None and rows + b.num_rows > max_rows)
+                    left = b.num_rows - row
+                    new_unit = (blocklet == 0 and row == 0) or rows == 0
+                    take = _rows_within(
+                        left, b.num_rows, b.length, max_rows, max_bytes, rows, nbytes
                     )
-                    if full:
-                        return Position(version, index, blocklet, initial)
+                    if rows and (
+                        take == 0 or (max_files is not None and new_unit and files >= max_files)
+                    ):
+                        return Position(version, index, blocklet, initial, row)
+                    take = max(take, min(left, 1))
                     files += new_unit
-                    nbytes, rows, taken = nbytes + b.length, rows + b.num_rows, taken + 1
-                    blocklet += 1
-                index, blocklet = index + 1, 0
-            version, index, blocklet, initial = version + 1, 0, 0, False
-        return Position(version, index, blocklet, initial)
+                    rows, nbytes = rows + take, nbytes + _bytes_of(take, b.num_rows, b.length)
+                    if take < left:
+                        return Position(version, index, blocklet, initial, row + take)
+                    blocklet, row = blocklet + 1, 0
+                index, blocklet, row = index + 1, 0, 0
+            version, index, blocklet, row, initial = version + 1, 0, 0, 0, False
+        return Position(version, index, blocklet, initial, row)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         latest = Position(self.table.refresh().version + 1, 0, 0, False)
@@ -539,23 +545,31 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         position, stop = self._batch(start, end)
-        version, index, blocklet, initial = position
+        version, index, blocklet, initial, row = position
         splits: list[Split] = []
-        until = (stop.version, not stop.initial, stop.unit, stop.blocklet)
-        while (version, not initial, index, blocklet) < until:
+        until = (stop.version, not stop.initial, stop.unit, stop.blocklet, stop.row)
+        while (version, not initial, index, blocklet, row) < until:
             units = self._units_of(version, initial)
             last = (version, initial) == (stop.version, stop.initial)
             while index < len(units) and (
-                not last or (index, blocklet) < (stop.unit, stop.blocklet)
+                not last or (index, blocklet, row) < (stop.unit, stop.blocklet, stop.row)
             ):
                 split = units[index].split
-                upto = stop.blocklet if last and index == stop.unit else len(split.blocklets)
+                upto, stop_row = len(split.blocklets), None
+                if last and index == stop.unit:
+                    # a batch ending inside a blocklet reads that blocklet's first rows
+                    upto, stop_row = stop.blocklet + (stop.row > 0), stop.row or None
                 if upto > blocklet:
                     splits.append(
-                        dataclasses.replace(split, blocklets=split.blocklets[blocklet:upto])
+                        dataclasses.replace(
+                            split,
+                            blocklets=split.blocklets[blocklet:upto],
+                            start_row=row,
+                            stop_row=stop_row,
+                        )
                     )
-                index, blocklet = index + 1, 0
-            version, index, blocklet, initial = version + 1, 0, 0, False
+                index, blocklet, row = index + 1, 0, 0
+            version, index, blocklet, row, initial = version + 1, 0, 0, 0, False
         return partitions_of(self, splits)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -571,6 +585,30 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def stop(self) -> None:
         self._units.clear()
         self._table = None
+
+
+def _rows_within(
+    left: int,
+    num_rows: int,
+    length: int,
+    max_rows: int | None,
+    max_bytes: int | None,
+    rows: int,
+    nbytes: int,
+) -> int:
+    """How many of a blocklet's ``left`` rows fit in a batch that holds ``rows`` rows and
+    ``nbytes`` bytes already (a blocklet of ``num_rows`` rows stored in ``length`` bytes)."""
+    take = left
+    if max_rows is not None:
+        take = min(take, max(max_rows - rows, 0))
+    if max_bytes is not None and length:
+        take = min(take, max(max_bytes - nbytes, 0) * num_rows // length)
+    return take
+
+
+def _bytes_of(take: int, num_rows: int, length: int) -> int:
+    """The bytes ``take`` rows of a blocklet count for: their share, rounded up."""
+    return -(-length * take // num_rows) if num_rows else length
 
 
 def read_version(options: SparkOptions, table: Table) -> int:
