@@ -448,6 +448,14 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
         return Position(version, 0, 0, False)
 
+    def check_start(self) -> None:
+        """Raise now what the query's first ``initialOffset`` would raise for its starting
+        options (a ``startingVersion`` the log does not hold, a ``startingTimestamp`` after the
+        latest commit or not a time), without deciding the start: ``readStream...load()`` calls
+        it (carbonlite/spark/patches.py), so the error comes before any query runs."""
+        if self.starting_version is not None or self.starting_timestamp is not None:
+            self._initial_position()
+
     def _offset(self, offset: dict[str, Any]) -> StreamOffset:
         """An offset Spark hands back, checked to be one of this table's. One written before
         offsets named their table gets this table's id on its way on."""
@@ -466,7 +474,13 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 "ISO 8601 time such as '2026-11-22T18:00:00Z' or '2026-11-22 18:00:00' (UTC "
                 "when it has no offset)"
             )
-        return first_version_at_or_after(self.table.log, snapshot, ms)
+        try:
+            return first_version_at_or_after(self.table.log, snapshot, ms)
+        except VersionNotFoundError as exc:
+            raise VersionNotFoundError(
+                f"startingTimestamp={text!r}: {exc}; give an earlier time, or "
+                "startingVersion=latest for only the commits made after the query starts"
+            ) from None
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.max_files is not None:
