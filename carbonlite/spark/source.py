@@ -22,6 +22,7 @@ import functools
 import json
 import logging
 import operator
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -232,12 +233,65 @@ def _filter_option(options: SparkOptions, schema: pa.Schema, where: str) -> pc.E
     return parsed.expression if parsed is not None else None
 
 
+STREAM_LOG_ENV = "CARBONLITE_SPARK_LOG"
+"""Set (to anything) in the environment the Spark driver starts with, it makes the stream
+source print its per-batch line to the driver's stderr."""
+
+
+def _log_at_info() -> None:
+    if LOG.level == logging.NOTSET:
+        LOG.setLevel(logging.INFO)  # a Spark worker has no logging set up; INFO is our lines'
+
+
+def _log_to_stderr() -> None:
+    """Spark runs a stream source's driver side in a Python process of its own that has no
+    logging set up and that ``python_worker_logs()`` does not cover; its stderr is the Spark
+    driver's. With :data:`STREAM_LOG_ENV` set, the logger writes there."""
+    if os.environ.get(STREAM_LOG_ENV) and not LOG.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        LOG.addHandler(handler)
+
+
+def log_stream_batch(uri: str, start: Position, stop: Position, splits: Sequence[Split]) -> None:
+    """One INFO line per planned micro-batch: what it reads (Spark 4.3 has no custom metrics
+    for Python streams, and a stream source gets no filters, so nothing is pruned)."""
+    _log_at_info()
+    _log_to_stderr()
+    LOG.info(
+        "carbonlite stream batch of %r from %s to %s: %d rows, %d bytes, %d blocklets (%d read "
+        "in part) in %d units",
+        uri,
+        _at(start),
+        _at(stop),
+        sum(s.num_rows for s in splits),
+        sum(_split_bytes(s) for s in splits),
+        sum(len(s.blocklets) for s in splits),
+        sum(bool(s.start_row) + (s.stop_row is not None) for s in splits),
+        len(splits),
+    )
+
+
+def _at(p: Position) -> str:
+    snapshot = " of the snapshot" if p.initial else ""
+    return f"version {p.version}{snapshot} unit {p.unit} blocklet {p.blocklet} row {p.row}"
+
+
+def _split_bytes(split: Split) -> int:
+    """The bytes a split counts for against maxBytesPerTrigger (see ``_bytes_of``)."""
+    return sum(
+        _bytes_of(hi - lo, b.num_rows, b.length)
+        for b, (lo, hi) in zip(
+            split.blocklets, map(split.row_range, range(len(split.blocklets))), strict=True
+        )
+    )
+
+
 def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
     """One INFO line per planned scan: the blocklets and bytes pruning kept. Spark runs the
     planning in a Python worker: with ``spark.sql.pyspark.worker.logging.enabled=true`` the line
     is in ``spark.tvf.python_worker_logs()`` (logger ``carbonlite.spark``)."""
-    if LOG.level == logging.NOTSET:
-        LOG.setLevel(logging.INFO)  # a Spark worker has no logging set up; INFO is this line's
+    _log_at_info()
     LOG.info(
         "carbonlite scan of %s at version %d: %d of %d blocklets selected (%d of %d bytes), "
         "%d pruned; filter %s",
@@ -584,6 +638,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                     )
                 index, blocklet, row = index + 1, 0, 0
             version, index, blocklet, row, initial = version + 1, 0, 0, 0, False
+        log_stream_batch(self.uri, position, stop, splits)
         return partitions_of(self, splits)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
