@@ -287,6 +287,14 @@ def _split_bytes(split: Split) -> int:
     )
 
 
+NO_FILTER_HINT = (
+    "none (a where() without filterPushdown=true is applied by Spark after reading every "
+    'blocklet: to prune, give the option filter, e.g. filter=\'[["id", ">", 100]]\', or '
+    "filterPushdown=true; docs/SPARK.md, Pruning and filter pushdown)"
+)
+"""What a batch scan's log line says when it has no filter: the two routes that prune."""
+
+
 def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
     """One INFO line per planned scan: the blocklets and bytes pruning kept. Spark runs the
     planning in a Python worker: with ``spark.sql.pyspark.worker.logging.enabled=true`` the line
@@ -302,7 +310,7 @@ def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
         plan.bytes_selected,
         plan.bytes_total,
         plan.blocklets_pruned,
-        filter if filter is not None else "none",
+        filter if filter is not None else NO_FILTER_HINT,
     )
 
 

@@ -1,8 +1,8 @@
-"""What a Spark user can see of a stream batch: Spark 4.3 shows a Python stream's progress
-with empty metrics, so the source logs one line per planned micro-batch on the
-``carbonlite.spark`` logger (rows, bytes, blocklets, where it starts and ends), and in the
-process Spark runs the source's driver side in (no logging set up) prints it to stderr when
-``CARBONLITE_SPARK_LOG`` is set."""
+"""What a Spark user can see in the ``carbonlite.spark`` log lines. Spark 4.3 shows a Python
+stream's progress with empty metrics, so the stream source logs one line per planned
+micro-batch (rows, bytes, blocklets, where it starts and ends), and in the process Spark runs
+the source's driver side in (no logging set up) prints it to stderr when
+``CARBONLITE_SPARK_LOG`` is set. A batch scan without a filter names the routes that prune."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ import pytest
 
 import carbonlite as cl
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import STREAM_LOG_ENV, CarbonLiteStreamReader
+from carbonlite.spark.source import (
+    NO_FILTER_HINT,
+    STREAM_LOG_ENV,
+    CarbonLiteBatchReader,
+    CarbonLiteStreamReader,
+)
 from tests.support.log_model import SCHEMA, rows
 
 pytestmark = pytest.mark.spark
@@ -84,3 +89,18 @@ def test_a_process_without_logging_prints_the_line_when_asked(tmp_path: Any, env
         assert found and int(found["rows"]) == 1000, done.stderr
     else:
         assert found is None, done.stderr
+
+
+def test_a_scan_without_a_filter_names_the_routes_that_prune(tmp_path: Any, caplog: Any) -> None:
+    path = str(tmp_path / "t")
+    table_of_blocklets(path)
+    filtered = {"filter": '[["id", ">=", 900]]'}
+    with caplog.at_level(logging.INFO, logger="carbonlite.spark"):
+        for extra in ({}, filtered):
+            CarbonLiteBatchReader(SparkOptions({"path": path, **extra}), None).partitions()
+    plain, pruned = [
+        r.getMessage() for r in caplog.records if "carbonlite scan of" in r.getMessage()
+    ]
+    assert plain.endswith(NO_FILTER_HINT) and "10 of 10 blocklets selected" in plain
+    assert "option filter" in NO_FILTER_HINT and "filterPushdown=true" in NO_FILTER_HINT
+    assert NO_FILTER_HINT not in pruned and "1 of 10 blocklets selected" in pruned
