@@ -26,9 +26,9 @@ from carbonlite.spark.sink import (
 from carbonlite.spark.source import (
     CarbonLiteBatchReader,
     CarbonLitePushdownReader,
-    CarbonLiteStreamReader,
     read_version,
 )
+from carbonlite.spark.stream_source import CarbonLiteStreamReader
 from carbonlite.spark.types import spark_schema
 
 __all__ = [

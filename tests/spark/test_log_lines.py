@@ -17,12 +17,8 @@ import pytest
 
 import carbonlite as cl
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import (
-    NO_FILTER_HINT,
-    STREAM_LOG_ENV,
-    CarbonLiteBatchReader,
-    CarbonLiteStreamReader,
-)
+from carbonlite.spark.source import NO_FILTER_HINT, CarbonLiteBatchReader
+from carbonlite.spark.stream_source import STREAM_LOG_ENV, CarbonLiteStreamReader
 from tests.support.log_model import SCHEMA, rows
 
 pytestmark = pytest.mark.spark
@@ -66,7 +62,7 @@ DRIVE = """
 import sys
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import CarbonLiteStreamReader
+from carbonlite.spark.stream_source import CarbonLiteStreamReader
 reader = CarbonLiteStreamReader(SparkOptions({"path": sys.argv[1]}), None)
 start = reader.initialOffset()
 reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))

@@ -16,7 +16,7 @@ import carbonlite as cl
 from carbonlite.errors import TableIdMismatchError
 from carbonlite.spark.change_feed import CarbonLiteChangeFeedReader
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import CarbonLiteStreamReader
+from carbonlite.spark.stream_source import CarbonLiteStreamReader
 from tests.support.log_model import SCHEMA, rows
 
 

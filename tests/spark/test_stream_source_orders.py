@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 import carbonlite as cl
 from carbonlite.spark.change_feed import CarbonLiteChangeFeedReader
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import CarbonLiteStreamReader
+from carbonlite.spark.stream_source import CarbonLiteStreamReader
 from tests.support.interleave import Actor, Outcome, explore_all, explore_random
 from tests.support.log_model import SCHEMA, Model, Op, outcome_of, rows
 
