@@ -64,7 +64,7 @@ def test_bad_write_stream_option_fails_at_start(spark: Any, tmp_path: Any) -> No
     }
     for name, (options, says) in cases.items():
         writer = rate.writeStream.format("carbonlite").option("checkpointLocation", out + "-ck")
-        with pytest.raises(InvalidOptionError, match=None) as info:
+        with pytest.raises(InvalidOptionError) as info:
             writer.options(**options).start(out)
         assert says in str(info.value), f"{name}: {info.value}"
     assert len(spark.streams.active) == active
