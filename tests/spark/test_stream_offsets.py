@@ -178,7 +178,9 @@ def counted(partitions: list[Any]) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize(
-    ("option", "limit"), [("maxRowsPerTrigger", 300), ("maxBytesPerTrigger", 0)]
+    ("option", "limit"),
+    [("maxRowsPerTrigger", 300), ("maxBytesPerTrigger", 0)],  # bytes: set from the table
+    ids=["rows", "bytes"],
 )
 def test_limits_hold_inside_a_blocklet_with_deleted_rows(
     tmp_path: Any, option: str, limit: int
