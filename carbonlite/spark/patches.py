@@ -74,14 +74,8 @@ def install_writer_patches() -> None:
     DataFrameWriter.mode = mode  # type: ignore[method-assign]
     DataFrameWriter.save = save  # type: ignore[method-assign]
 
-    stream_format = DataStreamWriter.format
     stream_output_mode = DataStreamWriter.outputMode
     stream_start = DataStreamWriter.start
-
-    @functools.wraps(stream_format)
-    def sformat(self: Any, source: str) -> Any:
-        self._carbonlite_format = source
-        return stream_format(self, source)
 
     @functools.wraps(stream_output_mode)
     def output_mode(self: Any, outputMode: str) -> Any:
@@ -108,7 +102,7 @@ def install_writer_patches() -> None:
             _check_stream_write(self, path, kwargs)
         return stream_start(self, path, format, outputMode, *args, **kwargs)
 
-    DataStreamWriter.format = sformat  # type: ignore[method-assign]
+    _remember_format(DataStreamWriter)
     DataStreamWriter.outputMode = output_mode  # type: ignore[method-assign]
     DataStreamWriter.start = start  # type: ignore[method-assign]
     _install_stream_option_checks()
@@ -156,12 +150,8 @@ def _install_stream_option_checks() -> None:
     for cls in (DataStreamReader, DataStreamWriter):
         _record_options_of(cls)
 
-    reader_format, reader_load = DataStreamReader.format, DataStreamReader.load
-
-    @functools.wraps(reader_format)
-    def rformat(self: Any, source: str) -> Any:
-        self._carbonlite_format = source
-        return reader_format(self, source)
+    _remember_format(DataStreamReader)
+    reader_load = DataStreamReader.load
 
     @functools.wraps(reader_load)
     def load(
@@ -177,7 +167,6 @@ def _install_stream_option_checks() -> None:
             check_stream_read_options(_with(self, path, options))
         return reader_load(self, path, format, schema, **options)
 
-    DataStreamReader.format = rformat  # type: ignore[method-assign]
     DataStreamReader.load = load  # type: ignore[method-assign]
 
 
@@ -197,3 +186,15 @@ def _record_options_of(cls: Any) -> None:
 
     cls.option = option
     cls.options = options
+
+
+def _remember_format(cls: Any) -> None:
+    """Wrap ``cls.format`` to remember the format on the instance (``_carbonlite_format``)."""
+    original = cls.format
+
+    @functools.wraps(original)
+    def format(self: Any, source: str) -> Any:
+        self._carbonlite_format = source
+        return original(self, source)
+
+    cls.format = format
