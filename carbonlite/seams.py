@@ -44,7 +44,7 @@ SEAMS: dict[str, str] = {
     # leases (writer/lease.py)
     "lease.after_take": "a lease record is written; the files it covers are not",
     "lease.before_check": "a writer is about to check its lease before committing",
-    # the Spark stream source (spark/source.py)
+    # the Spark stream source (spark/stream_source.py)
     "source.after_available_now": "a stream source fixed what an availableNow query reads; its initial offset is not asked yet",
     "source.after_initial_offset": "a stream source answered its initial offset; Spark may ask again",
     "source.after_latest_offset": "a stream source planned a batch's end offset; it has not planned its partitions",

@@ -47,15 +47,33 @@ class Split:
     deletions: tuple[tuple[int, DeletionRef], ...] = ()
     """(blocklet offset, deletion vector) of its blocklets with deleted rows: readers skip
     those rows (empty: every row is live, as when a change feed reads rows as appended)."""
+    start_row: int = 0
+    """Rows of the first blocklet to skip: a stream batch that starts inside a blocklet."""
+    stop_row: int | None = None
+    """Rows of the last blocklet to read (None: all): a stream batch that ends inside one."""
+
+    def row_range(self, index: int) -> tuple[int, int]:
+        """The rows ``[start, stop)`` of its ``index``-th blocklet that the split reads."""
+        start = self.start_row if index == 0 else 0
+        last = index == len(self.blocklets) - 1
+        stop = self.stop_row if last and self.stop_row is not None else None
+        return start, self.blocklets[index].num_rows if stop is None else stop
 
     @property
     def num_rows(self) -> int:
-        """Rows of its blocklets, deleted ones included."""
-        return sum(b.num_rows for b in self.blocklets)
+        """Rows it reads, deleted ones included."""
+        return sum(b.num_rows for b in self.blocklets) - self.start_row - self._rows_after_stop
+
+    @property
+    def _rows_after_stop(self) -> int:
+        if self.stop_row is None or not self.blocklets:
+            return 0
+        return self.blocklets[-1].num_rows - self.stop_row
 
     @property
     def live_rows(self) -> int:
-        """Rows of its blocklets less the deleted ones."""
+        """Rows of its blocklets less the deleted ones (of a split without a row range: which
+        of a blocklet's rows a vector deletes is known only once the vector is read)."""
         return self.num_rows - sum(ref.cardinality for _, ref in self.deletions)
 
     def deletion_of(self, blocklet: BlockletEntry) -> DeletionRef | None:

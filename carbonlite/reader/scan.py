@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from carbonlite.errors import CorruptDataError, DataUnavailableError
 from carbonlite.format import BlockletFileReader, BlockletMeta
@@ -116,10 +117,12 @@ class SplitReader:
         filter: Filter | None,
         *,
         positions: bool = False,
+        rows: tuple[int, int] | None = None,
     ) -> pa.RecordBatch:
         """The live rows of ``blocklet`` (deleted ones skipped) that ``filter`` keeps, in
         ``output``'s columns; with ``positions``, plus a last column :data:`ROW_POSITION`
-        (uint32) giving each row's position in the blocklet."""
+        (uint32) giving each row's position in the blocklet. ``rows``: only the rows
+        ``[start, stop)`` of the blocklet (a stream batch that ends or starts inside it)."""
         reader = self._reader(split)
         needed = [
             f
@@ -130,8 +133,15 @@ class SplitReader:
         meta = BlockletMeta(blocklet.offset, blocklet.length, blocklet.num_rows)
         batch = reader.read_blocklet(meta, present)
         ref = split.deletion_of(blocklet) if split.deletions else None
+        start, stop = (0, blocklet.num_rows) if rows is None else rows
+        whole = (start, stop) == (0, blocklet.num_rows)
+        keep = None if ref is None else self.deletion_vector(ref, blocklet.num_rows).keep_mask()
+        if keep is not None and not whole:
+            keep = keep.slice(start, stop - start)
         if not needed and not positions:
-            return batch if ref is None else _rows_only(blocklet.num_rows - ref.cardinality)
+            if keep is not None:
+                return _rows_only(pc.sum(keep).as_py() or 0)
+            return batch if whole else _rows_only(stop - start)
         arrays = [
             batch.column(f.name) if f.name in present else pa.nulls(blocklet.num_rows, f.type)
             for f in needed
@@ -141,8 +151,10 @@ class SplitReader:
             arrays.append(pa.array(np.arange(blocklet.num_rows, dtype=np.uint32)))
             needed.append(pa.field(ROW_POSITION, pa.uint32(), nullable=False))
         batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(needed))
-        if ref is not None:
-            batch = batch.filter(self.deletion_vector(ref, blocklet.num_rows).keep_mask())
+        if not whole:
+            batch = batch.slice(start, stop - start)
+        if keep is not None:
+            batch = batch.filter(keep)
         if filter is not None:
             batch = filter.apply(batch)
         wanted = [*output.names, ROW_POSITION] if positions else output.names
@@ -169,10 +181,12 @@ def read_splits(
     filter: Filter | None,
 ) -> Iterator[pa.RecordBatch]:
     """Every selected blocklet of ``splits``, filtered and projected, decoded in parallel."""
-    tasks: Iterable[tuple[Split, BlockletEntry]] = ((s, b) for s in splits for b in s.blocklets)
+    tasks: Iterable[tuple[Split, int]] = ((s, i) for s in splits for i in range(len(s.blocklets)))
 
-    def read(task: tuple[Split, BlockletEntry]) -> pa.RecordBatch:
-        return reader.read_blocklet(task[0], task[1], output, filter)
+    def read(task: tuple[Split, int]) -> pa.RecordBatch:
+        split, index = task
+        rows = split.row_range(index) if split.start_row or split.stop_row is not None else None
+        return reader.read_blocklet(split, split.blocklets[index], output, filter, rows=rows)
 
     for batch in ordered_map(read, tasks):
         if batch.num_rows:

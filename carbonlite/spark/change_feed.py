@@ -25,7 +25,7 @@ from carbonlite.reader.changes import CHANGE_COLUMNS, read_changes
 from carbonlite.seams import reach
 from carbonlite.spark.offsets import Position
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import CarbonLiteStreamReader
+from carbonlite.spark.stream_source import CarbonLiteStreamReader
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
 
 __all__ = ["CHANGE_NAMES", "CarbonLiteChangeFeedReader", "ChangeFeedPartition", "with_changes"]

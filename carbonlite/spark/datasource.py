@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -14,6 +15,7 @@ from pyspark.sql.datasource import (
 
 from carbonlite.create import open_table
 from carbonlite.errors import InvalidOptionError
+from carbonlite.properties import validate_properties
 from carbonlite.reader.planner import project_schema
 from carbonlite.spark.options import Route, SparkOptions, check_options
 from carbonlite.spark.sink import (
@@ -24,12 +26,17 @@ from carbonlite.spark.sink import (
 from carbonlite.spark.source import (
     CarbonLiteBatchReader,
     CarbonLitePushdownReader,
-    CarbonLiteStreamReader,
     read_version,
 )
+from carbonlite.spark.stream_source import CarbonLiteStreamReader
 from carbonlite.spark.types import spark_schema
 
-__all__ = ["CarbonLiteDataSource", "CarbonLitePushdownDataSource"]
+__all__ = [
+    "CarbonLiteDataSource",
+    "CarbonLitePushdownDataSource",
+    "check_stream_read_options",
+    "check_stream_write_options",
+]
 
 _CATALOG_KEYS = frozenset({"provider", "owner", "location", "path", "storageoptions"})
 
@@ -119,3 +126,23 @@ class CarbonLitePushdownDataSource(CarbonLiteDataSource):
     ``filterPushdown=false``: what ``register(spark, filter_pushdown=True)`` registers."""
 
     filter_pushdown_default = True
+
+
+def check_stream_read_options(options: Mapping[str, str]) -> None:
+    """What the options of ``spark.readStream.format("carbonlite")`` would make fail once the
+    query runs, raised now: an unknown option, a bad value, a starting position the table
+    does not have (the table must exist). ``DataStreamReader.load()`` calls it
+    (carbonlite/spark/patches.py); the reader it builds is thrown away."""
+    reader = CarbonLiteDataSource(dict(options)).streamReader(None)
+    assert isinstance(reader, CarbonLiteStreamReader)
+    reader.check_start()
+
+
+def check_stream_write_options(options: Mapping[str, str]) -> None:
+    """The same for ``df.writeStream.format("carbonlite")`` at ``start()``: unknown options, no
+    path, ``storageOptions`` that are not JSON, table properties (``property.<name>``) that
+    are unknown or bad. Nothing is opened or created."""
+    checked = CarbonLiteDataSource(dict(options))._options("writeStream")
+    checked.path  # noqa: B018 - raises when there is none
+    checked.storage_options  # noqa: B018 - raises when not JSON
+    validate_properties(checked.table_properties)

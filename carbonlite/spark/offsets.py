@@ -1,16 +1,17 @@
 """Offsets of the stream sources: positions in a table's log, as the JSON Spark checkpoints.
 
-``{"version": 7, "index": 2, "blocklet": 3, "initial": false, "table_id": "9f0c...",
-"start": {"version": 5, "initial": true}}``: everything before unit 2 of version 7 has been
-delivered, and the first 3 blocklets of unit 2 (with ``initial``, the units are the files of
+``{"version": 7, "index": 2, "blocklet": 3, "row": 500, "initial": false, "table_id":
+"9f0c...", "start": {"version": 5, "initial": true}}``: everything before unit 2 of version 7
+has been delivered, the first 3 blocklets of unit 2, and the first 500 rows of its blocklet 3
+(``row`` is written only when it is not 0; with ``initial``, the units are the files of
 the snapshot at that version, the stream's starting snapshot; otherwise the ranges that
 version appended). ``table_id`` names the table the position is in, and ``start`` is where the
 query started (its initial offset), carried by every later offset so that a batch planned
 from one answer of ``initialOffset`` is never read from another (docs/SPARK.md, "The stream
 source").
 
-Offsets written by older versions lack ``blocklet`` (read as 0), ``table_id`` and ``start``
-(read as unknown: not checked); they are accepted as they are.
+Offsets written by older versions lack ``row`` and ``blocklet`` (read as 0), ``table_id`` and
+``start`` (read as unknown: not checked); they are accepted as they are.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ __all__ = ["Position", "StreamOffset", "batch_range", "read_offset"]
 
 class Position(NamedTuple):
     """Everything before unit ``unit`` of version ``version`` (of its starting snapshot when
-    ``initial``) has been delivered, and the first ``blocklet`` blocklets of that unit."""
+    ``initial``) has been delivered, the first ``blocklet`` blocklets of that unit, and the
+    first ``row`` rows of the blocklet after them."""
 
     version: int
     unit: int
     blocklet: int
     initial: bool
+    row: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,20 +44,23 @@ class StreamOffset:
     table_id: str | None
     """The table's id; None in offsets written before offsets named their table."""
     start: Position | None
-    """The query's initial offset (unit and blocklet 0); None in older offsets."""
+    """The query's initial offset (unit, blocklet and row 0); None in older offsets."""
 
     def at(self, position: Position) -> StreamOffset:
         """The same query's offset at ``position``."""
         return StreamOffset(position, self.table_id, self.start)
 
     def to_json(self) -> dict[str, Any]:
-        version, unit, blocklet, initial = self.position
+        version, unit, blocklet, initial, row = self.position
         out: dict[str, Any] = {
             "version": version,
             "index": unit,
             "blocklet": blocklet,
             "initial": initial,
         }
+        if row:
+            # only when set: an offset at a blocklet's start reads as older versions wrote it
+            out["row"] = row
         if self.table_id is not None:
             out["table_id"] = self.table_id
         if self.start is not None:
@@ -71,6 +77,7 @@ def read_offset(offset: dict[str, Any], table_id: str, where: str) -> StreamOffs
             int(offset["index"]),
             int(offset.get("blocklet", 0)),
             bool(offset.get("initial", False)),
+            int(offset.get("row", 0)),
         )
         named = offset.get("table_id")
         start = offset.get("start")

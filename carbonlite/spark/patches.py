@@ -7,6 +7,12 @@ format and modes set on the (classic, non-Connect) ``DataFrameWriter``/``DataStr
 ``error``/``ignore`` are then run as an append that carries the requested mode as the option
 ``carbonlite.saveMode``, which the batch writer enforces; ``update`` raises
 :class:`~carbonlite.errors.InvalidOptionError` naming the supported modes.
+
+Streams: Spark builds a Python source's stream reader and a sink's stream writer only once the
+query runs, in its own thread, so a bad option used to surface at ``awaitTermination()``
+seconds later. ``DataStreamReader`` and ``DataStreamWriter`` also remember the options set with
+``option``/``options``, and ``load()``/``start()`` check them for ``format("carbonlite")``
+(:func:`carbonlite.spark.datasource.check_stream_read_options`) before Spark is asked.
 """
 
 from __future__ import annotations
@@ -68,14 +74,8 @@ def install_writer_patches() -> None:
     DataFrameWriter.mode = mode  # type: ignore[method-assign]
     DataFrameWriter.save = save  # type: ignore[method-assign]
 
-    stream_format = DataStreamWriter.format
     stream_output_mode = DataStreamWriter.outputMode
     stream_start = DataStreamWriter.start
-
-    @functools.wraps(stream_format)
-    def sformat(self: Any, source: str) -> Any:
-        self._carbonlite_format = source
-        return stream_format(self, source)
 
     @functools.wraps(stream_output_mode)
     def output_mode(self: Any, outputMode: str) -> Any:
@@ -98,9 +98,103 @@ def install_writer_patches() -> None:
                 "the carbonlite sink supports outputMode 'append' (new rows) and 'complete' "
                 "(replace the table each batch), not 'update'; for upserts use foreachBatch"
             )
+        if _is_ours(source):
+            _check_stream_write(self, path, kwargs)
         return stream_start(self, path, format, outputMode, *args, **kwargs)
 
-    DataStreamWriter.format = sformat  # type: ignore[method-assign]
+    _remember_format(DataStreamWriter)
     DataStreamWriter.outputMode = output_mode  # type: ignore[method-assign]
     DataStreamWriter.start = start  # type: ignore[method-assign]
+    _install_stream_option_checks()
     DataFrameWriter._carbonlite_patched = True  # type: ignore[attr-defined]
+
+
+_SPARK_START_ARGUMENTS = ("partitionBy", "queryName")
+
+
+def _recorded(obj: Any) -> dict[str, str]:
+    """The options set on a DataStreamReader/Writer so far, by lower-cased key (Spark's keys
+    are case-insensitive: the last one set wins) to (key as given, value)."""
+    return {key: value for key, value in obj.__dict__.get("_carbonlite_options", {}).values()}
+
+
+def _record(obj: Any, options: dict[str, Any]) -> None:
+    from pyspark.sql.readwriter import to_str
+
+    recorded = obj.__dict__.setdefault("_carbonlite_options", {})
+    for key, value in options.items():
+        if value is not None:
+            recorded[str(key).lower()] = (str(key), to_str(value))
+
+
+def _with(obj: Any, path: str | None, options: dict[str, Any]) -> dict[str, str]:
+    _record(obj, options)
+    if path is not None:
+        _record(obj, {"path": path})
+    return _recorded(obj)
+
+
+def _check_stream_write(writer: Any, path: str | None, kwargs: dict[str, Any]) -> None:
+    from carbonlite.spark.datasource import check_stream_write_options
+
+    options = {k: v for k, v in kwargs.items() if k not in _SPARK_START_ARGUMENTS}
+    check_stream_write_options(_with(writer, path, options))
+
+
+def _install_stream_option_checks() -> None:
+    """``option``/``options`` of DataStreamReader and DataStreamWriter remember what they set;
+    ``DataStreamReader.load()`` checks it for ``format("carbonlite")`` (``start()`` is wrapped
+    above)."""
+    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+
+    for cls in (DataStreamReader, DataStreamWriter):
+        _record_options_of(cls)
+
+    _remember_format(DataStreamReader)
+    reader_load = DataStreamReader.load
+
+    @functools.wraps(reader_load)
+    def load(
+        self: Any,
+        path: str | None = None,
+        format: str | None = None,
+        schema: Any = None,
+        **options: Any,
+    ) -> Any:
+        if _is_ours(format or getattr(self, "_carbonlite_format", None)):
+            from carbonlite.spark.datasource import check_stream_read_options
+
+            check_stream_read_options(_with(self, path, options))
+        return reader_load(self, path, format, schema, **options)
+
+    DataStreamReader.load = load  # type: ignore[method-assign]
+
+
+def _record_options_of(cls: Any) -> None:
+    """Wrap ``cls.option``/``cls.options`` to remember what they set."""
+    original_option, original_options = cls.option, cls.options
+
+    @functools.wraps(original_option)
+    def option(self: Any, key: str, value: Any) -> Any:
+        _record(self, {key: value})
+        return original_option(self, key, value)
+
+    @functools.wraps(original_options)
+    def options(self: Any, **opts: Any) -> Any:
+        _record(self, opts)
+        return original_options(self, **opts)
+
+    cls.option = option
+    cls.options = options
+
+
+def _remember_format(cls: Any) -> None:
+    """Wrap ``cls.format`` to remember the format on the instance (``_carbonlite_format``)."""
+    original = cls.format
+
+    @functools.wraps(original)
+    def format(self: Any, source: str) -> Any:
+        self._carbonlite_format = source
+        return original(self, source)
+
+    cls.format = format

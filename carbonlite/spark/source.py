@@ -1,22 +1,15 @@
-"""The Spark sources: batch reads with pushdown and pruning, and streaming reads.
+"""The Spark batch source: ``spark.read.format("carbonlite")``, and what the stream sources
+share with it (partitions of splits, reading them on executors, the requested columns, the
+``carbonlite.spark`` log lines).
 
-Batch: partitions are runs of blocklets (splits) from the snapshot, pruned by min/max with the
-filters Spark pushes; a user schema naming a subset of the columns reads only those.
-
-Streaming: an offset is a position in the log,
-``{"version": v, "index": i, "blocklet": k, "initial": b, ...}``: the first ``i`` units of
-version ``v`` have been delivered, and the first ``k`` blocklets of unit ``i``; it also names
-the table and the query's start (carbonlite/spark/offsets.py). A unit is one file's appended
-range in one commit (or, for the initial snapshot, one whole file); the limits on rows and
-bytes cut units between blocklets. Offsets never name physical file offsets, which compaction
-could move; commits with ``data_change = false`` (handoff, compaction) hold no units, so no
-row is delivered twice. A query's start is decided once, at the first ``initialOffset`` (or
-``prepareForTriggerAvailableNow``), and every offset after it carries it.
+Partitions are runs of blocklets (splits) from the snapshot, pruned by min/max with the option
+``filter`` and the filters Spark pushes (opt-in); a user schema or the option ``columns``
+naming a subset of the columns reads only those. The stream source is
+carbonlite/spark/stream_source.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import logging
@@ -27,39 +20,17 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxFiles,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from carbonlite.arguments import timestamp_ms_arg
 from carbonlite.create import open_table
 from carbonlite.errors import (
-    CarbonLiteError,
-    DataUnavailableError,
     InvalidOptionError,
     SchemaMismatchError,
-    VersionNotFoundError,
 )
-from carbonlite.metadata import (
-    BlockletsAppended,
-    CommitInfo,
-    RowsDeleted,
-    SegmentStatusChanged,
-    Snapshot,
-)
-from carbonlite.metadata.timeline import earliest_version, first_version_at_or_after
 from carbonlite.reader.expression import parse_filter
-from carbonlite.reader.planner import ScanPlan, Split, plan_scan
+from carbonlite.reader.planner import ScanPlan, Split
 from carbonlite.reader.scan import SplitReader, read_splits
-from carbonlite.seams import reach
 from carbonlite.spark.filters import to_expression
-from carbonlite.spark.offsets import Position, StreamOffset, batch_range, read_offset
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
 from carbonlite.spark.types import spark_schema as spark_schema_of
@@ -67,19 +38,23 @@ from carbonlite.storage import open_storage
 from carbonlite.table import Table
 
 __all__ = [
+    "LOG",
     "CarbonLiteBatchReader",
     "CarbonLitePushdownReader",
-    "CarbonLiteStreamReader",
     "SplitsPartition",
+    "log_at_info",
+    "log_plan",
+    "nullable_of",
+    "open_from",
+    "partitions_of",
+    "read_partition",
+    "read_version",
+    "requested_columns",
 ]
 
 LOG = logging.getLogger("carbonlite.spark")
 
 PARTITION_BYTES = 128 * 1024 * 1024
-
-
-_WHOLE_FILES = 1 << 62
-"""A split size no file reaches: the initial snapshot is read as one unit per file."""
 
 
 @dataclass
@@ -161,7 +136,7 @@ def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
         reader.close()
 
 
-def _requested_columns(table_schema: pa.Schema, spark_schema: Any, where: str) -> list[str]:
+def requested_columns(table_schema: pa.Schema, spark_schema: Any, where: str) -> list[str]:
     """The columns a user schema asks for, checked against the table: each must exist, with
     the Spark type the table's column reads as; a NOT NULL field needs a NOT NULL column (a
     nullable field may name a NOT NULL column: the rows are the same)."""
@@ -196,7 +171,7 @@ def _requested_columns(table_schema: pa.Schema, spark_schema: Any, where: str) -
     return names
 
 
-def _nullable(table_schema: pa.Schema, spark_schema: Any) -> list[bool] | None:
+def nullable_of(table_schema: pa.Schema, spark_schema: Any) -> list[bool] | None:
     """The nullability Spark expects of each requested column: the user schema's, which Spark
     checks exactly (a nullable field over a NOT NULL column reads as nullable)."""
     if spark_schema is None:
@@ -204,7 +179,7 @@ def _nullable(table_schema: pa.Schema, spark_schema: Any) -> list[bool] | None:
     return [bool(f.nullable) for f in spark_schema.fields]
 
 
-def _open(options: SparkOptions) -> Table:
+def open_from(options: SparkOptions) -> Table:
     return open_table(options.path, storage_options=options.storage_options or None)
 
 
@@ -231,12 +206,25 @@ def _filter_option(options: SparkOptions, schema: pa.Schema, where: str) -> pc.E
     return parsed.expression if parsed is not None else None
 
 
+def log_at_info() -> logging.Logger:
+    if LOG.level == logging.NOTSET:
+        LOG.setLevel(logging.INFO)  # a Spark worker has no logging set up; INFO is our lines'
+    return LOG
+
+
+NO_FILTER_HINT = (
+    "none (a where() without filterPushdown=true is applied by Spark after reading every "
+    'blocklet: to prune, give the option filter, e.g. filter=\'[["id", ">", 100]]\', or '
+    "filterPushdown=true; docs/SPARK.md, Pruning and filter pushdown)"
+)
+"""What a batch scan's log line says when it has no filter: the two routes that prune."""
+
+
 def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
     """One INFO line per planned scan: the blocklets and bytes pruning kept. Spark runs the
     planning in a Python worker: with ``spark.sql.pyspark.worker.logging.enabled=true`` the line
     is in ``spark.tvf.python_worker_logs()`` (logger ``carbonlite.spark``)."""
-    if LOG.level == logging.NOTSET:
-        LOG.setLevel(logging.INFO)  # a Spark worker has no logging set up; INFO is this line's
+    log_at_info()
     LOG.info(
         "carbonlite scan of %s at version %d: %d of %d blocklets selected (%d of %d bytes), "
         "%d pruned; filter %s",
@@ -247,7 +235,7 @@ def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
         plan.bytes_selected,
         plan.bytes_total,
         plan.blocklets_pruned,
-        filter if filter is not None else "none",
+        filter if filter is not None else NO_FILTER_HINT,
     )
 
 
@@ -257,13 +245,13 @@ class CarbonLiteBatchReader(DataSourceReader):
     user schema), whatever Spark 4.3 reuses between queries (docs/SPARK.md, Known problems)."""
 
     def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
-        table = _open(options)
+        table = open_from(options)
         self.snapshot_version = read_version(options, table)
         self.uri = table.path
         self.storage_options = table.storage_options
         self.table_schema = table.snapshot(self.snapshot_version).schema
-        self.columns = _requested_columns(self.table_schema, spark_schema, repr(self.uri))
-        self.nullable = _nullable(self.table_schema, spark_schema)
+        self.columns = requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.nullable = nullable_of(self.table_schema, spark_schema)
         self.option_filter = _filter_option(options, self.table_schema, repr(self.uri))
         self.pushed: list[pc.Expression] = []
 
@@ -306,271 +294,6 @@ class CarbonLitePushdownReader(CarbonLiteBatchReader):
                 yield f
             else:
                 self.pushed.append(expression)
-
-
-# --- streaming -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Unit:
-    split: Split
-    rows: int
-    nbytes: int
-
-
-class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """``spark.readStream.format("carbonlite").load(path)``."""
-
-    def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
-        self.options = options
-        table = _open(options)
-        self.uri = table.path
-        self.storage_options = table.storage_options
-        self.table_schema = table.schema
-        self.columns = _requested_columns(self.table_schema, spark_schema, repr(self.uri))
-        self.nullable = _nullable(self.table_schema, spark_schema)
-        self.max_files = options.get_int("maxFilesPerTrigger", minimum=1)
-        self.max_bytes = options.get_size("maxBytesPerTrigger")
-        self.max_rows = options.get_int("maxRowsPerTrigger", minimum=1)
-        self.skip_change_commits = options.get_bool("skipChangeCommits")
-        self.starting_version = options.get("startingVersion")
-        self.starting_timestamp = options.get("startingTimestamp")
-        if self.starting_version is not None and self.starting_timestamp is not None:
-            raise InvalidOptionError(
-                f"reading {self.uri!r}: give startingVersion or startingTimestamp, not both "
-                f"(got startingVersion={self.starting_version!r}, "
-                f"startingTimestamp={self.starting_timestamp!r})"
-            )
-        self._table: Table | None = None
-        self._units: dict[tuple[int, bool], list[_Unit]] = {}
-        self._available_now: int | None = None
-        self.table_id = table.table_id
-        self._initial: StreamOffset | None = None
-        """The query's start, once initialOffset (or prepareForTriggerAvailableNow) decided it."""
-
-    # --- log access (driver side) -------------------------------------------------------------
-
-    @property
-    def table(self) -> Table:
-        if self._table is None:
-            self._table = open_table(self.uri, storage_options=self.storage_options or None)
-        return self._table
-
-    def _latest(self) -> int:
-        latest = self.table.refresh().version
-        return latest if self._available_now is None else min(latest, self._available_now)
-
-    def _initial_units(self, version: int) -> list[_Unit]:
-        snapshot = self.table.snapshot(version)
-        plan = plan_scan(snapshot, columns=None, filter=None, split_bytes=_WHOLE_FILES)
-        return [_Unit(split, split.num_rows, split.num_bytes) for split in plan.splits]
-
-    def _version_units(self, version: int) -> list[_Unit]:
-        try:
-            before: Snapshot = self.table.snapshot()
-            actions = self.table.log.read_actions(version, before)
-        except FileNotFoundError:
-            raise DataUnavailableError(
-                f"version {version} of {self.uri!r} is no longer in the log (clean removed it); "
-                "the stream fell behind the table's log retention: restart it with a new checkpoint"
-            ) from None
-        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-        if info is None or not info.data_change:
-            return []
-        if any(
-            isinstance(a, RowsDeleted)
-            or (isinstance(a, SegmentStatusChanged) and a.status == "MARKED_FOR_DELETE")
-            for a in actions
-        ):
-            if self.skip_change_commits:
-                return []
-            raise CarbonLiteError(
-                f"version {version} of {self.uri!r} ({info.operation}) removed rows, which a "
-                "stream cannot deliver as appends; set option skipChangeCommits=true to skip such commits "
-                "(their new rows are skipped too), or restart the stream from a later version"
-            )
-        return [
-            _Unit(
-                Split(a.segment_id, a.file, a.end, a.blocklets),
-                a.num_rows,
-                sum(b.length for b in a.blocklets),
-            )
-            for a in actions
-            if isinstance(a, BlockletsAppended) and a.blocklets
-        ]
-
-    def _units_of(self, version: int, initial: bool) -> list[_Unit]:
-        key = (version, initial)
-        units = self._units.get(key)
-        if units is None:
-            units = self._units[key] = (
-                self._initial_units(version) if initial else self._version_units(version)
-            )
-        return units
-
-    # --- Spark's streaming protocol -----------------------------------------------------------
-
-    def initialOffset(self) -> dict[str, Any]:
-        """Where the query starts: decided at the first call, the same answer at every later
-        one (Spark asks again to plan batch 0's partitions, docs/SPARK.md)."""
-        offset = self._start().to_json()
-        reach("source.after_initial_offset")
-        return offset
-
-    def _start(self) -> StreamOffset:
-        if self._initial is None:
-            position = self._initial_position()
-            self._initial = StreamOffset(position, self.table_id, position)
-        return self._initial
-
-    def _initial_position(self) -> Position:
-        snapshot = self.table.refresh()._snapshot
-        latest = snapshot.version
-        if self.starting_timestamp is not None:
-            return Position(self._version_from_timestamp(snapshot), 0, 0, False)
-        start = self.starting_version
-        if start is None:
-            return Position(latest, 0, 0, True)
-        if start.strip().lower() == "latest":
-            return Position(latest + 1, 0, 0, False)
-        try:
-            version = int(start)
-        except ValueError:
-            raise InvalidOptionError(
-                f"startingVersion={start!r} must be a version number or 'latest'"
-            ) from None
-        earliest = earliest_version(self.table.log, latest)
-        if not earliest <= version <= latest:
-            raise VersionNotFoundError(
-                f"startingVersion={version} is not a version of {self.uri!r}: its log holds "
-                f"versions {earliest} to {latest}"
-            )
-        return Position(version, 0, 0, False)
-
-    def _offset(self, offset: dict[str, Any]) -> StreamOffset:
-        """An offset Spark hands back, checked to be one of this table's. One written before
-        offsets named their table gets this table's id on its way on."""
-        read = read_offset(offset, self.table_id, repr(self.uri))
-        return StreamOffset(read.position, self.table_id, read.start)
-
-    def _version_from_timestamp(self, snapshot: Snapshot) -> int:
-        text = self.starting_timestamp or ""
-        try:
-            ms = timestamp_ms_arg(text, what="startingTimestamp")
-        except InvalidOptionError:
-            ms = None
-        if ms is None:
-            raise InvalidOptionError(
-                f"startingTimestamp={text!r} reading {self.uri!r} is not a timestamp: give an "
-                "ISO 8601 time such as '2026-11-22T18:00:00Z' or '2026-11-22 18:00:00' (UTC "
-                "when it has no offset)"
-            )
-        return first_version_at_or_after(self.table.log, snapshot, ms)
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        if self.max_files is not None:
-            return ReadMaxFiles(self.max_files)
-        if self.max_bytes is not None:
-            return ReadMaxBytes(self.max_bytes)
-        if self.max_rows is not None:
-            return ReadMaxRows(self.max_rows)
-        return ReadAllAvailable()
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        # Spark calls this before initialOffset: the start is decided first, so what is
-        # available now is never older than the snapshot the query starts from
-        self._start()
-        self._available_now = self.table.refresh().version
-        reach("source.after_available_now")
-
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        end = self._latest_offset(start, limit)
-        reach("source.after_latest_offset")
-        return end
-
-    def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        offset = self._offset(start)
-        return offset.at(self._batch_end(offset.position, limit)).to_json()
-
-    def _batch_end(self, start: Position, limit: ReadLimit) -> Position:
-        version, index, blocklet, initial = start
-        latest = self._latest()
-        limited = not isinstance(limit, ReadAllAvailable)
-        max_files = self.max_files if limited else None
-        max_bytes = self.max_bytes if limited else None
-        max_rows = self.max_rows if limited else None
-        if isinstance(limit, ReadMaxFiles):
-            max_files = limit.max_files
-        elif isinstance(limit, ReadMaxBytes):
-            max_bytes = limit.max_bytes
-        elif isinstance(limit, ReadMaxRows):
-            max_rows = limit.max_rows
-        # Units count against maxFilesPerTrigger; rows and bytes are added blocklet by
-        # blocklet, so a batch may end inside a unit. Every batch takes one blocklet at least.
-        files = nbytes = rows = taken = 0
-        while version <= latest:
-            units = self._units_of(version, initial)
-            while index < len(units):
-                blocklets = units[index].split.blocklets
-                while blocklet < len(blocklets):
-                    b = blocklets[blocklet]
-                    new_unit = blocklet == 0 or taken == 0
-                    full = taken > 0 and (
-                        (max_files is not None and new_unit and files >= max_files)
-                        or (max_bytes is not None and nbytes + b.length > max_bytes)
-                        or (max_rows is not None and rows + b.num_rows > max_rows)
-                    )
-                    if full:
-                        return Position(version, index, blocklet, initial)
-                    files += new_unit
-                    nbytes, rows, taken = nbytes + b.length, rows + b.num_rows, taken + 1
-                    blocklet += 1
-                index, blocklet = index + 1, 0
-            version, index, blocklet, initial = version + 1, 0, 0, False
-        return Position(version, index, blocklet, initial)
-
-    def reportLatestOffset(self) -> dict[str, Any] | None:
-        latest = Position(self.table.refresh().version + 1, 0, 0, False)
-        return StreamOffset(latest, self.table_id, None).to_json()
-
-    def _batch(self, start: dict[str, Any], end: dict[str, Any]) -> tuple[Position, Position]:
-        """The positions a batch reads between (see :func:`batch_range`)."""
-        return batch_range(self._offset(start), self._offset(end))
-
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        position, stop = self._batch(start, end)
-        version, index, blocklet, initial = position
-        splits: list[Split] = []
-        until = (stop.version, not stop.initial, stop.unit, stop.blocklet)
-        while (version, not initial, index, blocklet) < until:
-            units = self._units_of(version, initial)
-            last = (version, initial) == (stop.version, stop.initial)
-            while index < len(units) and (
-                not last or (index, blocklet) < (stop.unit, stop.blocklet)
-            ):
-                split = units[index].split
-                upto = stop.blocklet if last and index == stop.unit else len(split.blocklets)
-                if upto > blocklet:
-                    splits.append(
-                        dataclasses.replace(split, blocklets=split.blocklets[blocklet:upto])
-                    )
-                index, blocklet = index + 1, 0
-            version, index, blocklet, initial = version + 1, 0, 0, False
-        return partitions_of(self, splits)
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SplitsPartition)
-        reach("source.before_read")
-        yield from read_partition(partition)
-
-    def commit(self, end: dict[str, Any]) -> None:
-        version = self._offset(end).position.version
-        for key in [k for k in self._units if k[0] < version]:
-            del self._units[key]
-
-    def stop(self) -> None:
-        self._units.clear()
-        self._table = None
 
 
 def read_version(options: SparkOptions, table: Table) -> int:

@@ -16,7 +16,7 @@ import carbonlite as cl
 from carbonlite.errors import TableIdMismatchError
 from carbonlite.spark.change_feed import CarbonLiteChangeFeedReader
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import CarbonLiteStreamReader
+from carbonlite.spark.stream_source import CarbonLiteStreamReader
 from tests.support.log_model import SCHEMA, rows
 
 
@@ -146,3 +146,66 @@ def test_available_now_includes_its_start(tmp_path: Any) -> None:
     end = reader.latestOffset(start, ReadAllAvailable())
     assert read_batch(reader, start, end) == list(range(5))
     assert reader.latestOffset(end, ReadAllAvailable()) == end
+
+
+def big_blocklet_table(path: str) -> cl.Table:
+    """Three appends of 1,000 rows handed off into blocklets of 1,000 rows (a compacted
+    table's big blocklets, scaled down), then every 7th row deleted: deletion vectors inside
+    the blocklets."""
+    properties = {"blocklet_max_rows": "1000", "handoff_blocklet_rows": "1000"}
+    table = cl.create_table(path, SCHEMA, properties=properties)
+    for n in range(3):
+        table.append(rows(range(n * 1000, (n + 1) * 1000)))
+    table.finish_streaming()
+    table.handoff()
+    table.delete(pc.field("id").isin(list(range(0, 3000, 7))))
+    blocklets = [b.num_rows for _, f in table.snapshot().iter_files() for b in f.blocklets]
+    assert blocklets == [1000] * 3
+    return table
+
+
+def counted(partitions: list[Any]) -> tuple[int, int]:
+    """What a batch counts against the limits: its rows (deleted ones included) and bytes (a
+    row's share of its blocklet's stored bytes, rounded up per blocklet)."""
+    nrows = nbytes = 0
+    for p in partitions:
+        for split in p.splits:
+            for i, b in enumerate(split.blocklets):
+                lo, hi = split.row_range(i)
+                nrows += hi - lo
+                nbytes += -(-b.length * (hi - lo) // b.num_rows)
+    return nrows, nbytes
+
+
+@pytest.mark.parametrize(
+    ("option", "limit"),
+    [("maxRowsPerTrigger", 300), ("maxBytesPerTrigger", 0)],  # bytes: set from the table
+    ids=["rows", "bytes"],
+)
+def test_limits_hold_inside_a_blocklet_with_deleted_rows(
+    tmp_path: Any, option: str, limit: int
+) -> None:
+    """Batches end inside blocklets (offsets carry a row), each within the limit; the live
+    rows arrive exactly once, also through a new reader restarted from an offset inside a
+    blocklet (as Spark restarts a query from its checkpoint)."""
+    path = str(tmp_path / "t")
+    table = big_blocklet_table(path)
+    if option == "maxBytesPerTrigger":  # a third of a blocklet
+        limit = min(b.length for _, f in table.snapshot().iter_files() for b in f.blocklets) // 3
+    options = SparkOptions({"path": path, option: str(limit)})
+    reader = CarbonLiteStreamReader(options, None)
+    start = reader.initialOffset()
+    delivered: list[int] = []
+    ends: list[dict[str, Any]] = []
+    while (end := reader.latestOffset(start, reader.getDefaultReadLimit())) != start:
+        assert json.loads(json.dumps(end)) == end
+        nrows, nbytes = counted(reader.partitions(start, end))
+        assert 0 < (nrows if option == "maxRowsPerTrigger" else nbytes) <= limit, (nrows, nbytes)
+        delivered += read_batch(reader, start, end)
+        ends.append(end)
+        if len(ends) == 2:  # a restart: a new reader goes on from the checkpointed offset
+            assert end.get("row"), f"the restart is not inside a blocklet: {end}"
+            reader = CarbonLiteStreamReader(options, None)
+        start = end
+    assert sorted(delivered) == [i for i in range(3000) if i % 7]
+    assert len(ends) >= 7, f"{len(ends)} batches for 3 blocklets of 1,000 rows"

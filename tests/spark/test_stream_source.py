@@ -86,11 +86,31 @@ def test_max_files_per_trigger(
 
 
 def test_max_rows_per_trigger(spark: Any, tmp_path: Any, stop_queries: None) -> None:
+    """The limit holds to the row: a batch ends inside a commit's blocklet."""
     path = str(tmp_path / "t")
     chunks = make_table(path, K, separate_writers=False)
-    q, rows = read_into_memory(spark, path, startingVersion=1, maxRowsPerTrigger=2 * ROWS + 10)
+    limit = 2 * ROWS + 10
+    q, rows = read_into_memory(spark, path, startingVersion=1, maxRowsPerTrigger=limit)
     assert_same_rows(rows, pa.concat_tables(chunks))
-    assert [p["numInputRows"] for p in data_batches(q)] == [2 * ROWS, 2 * ROWS]
+    assert [p["numInputRows"] for p in data_batches(q)] == [limit, K * ROWS - limit]
+
+
+def batch_bytes(batches: list[int], blocklets: list[tuple[int, int]]) -> list[int]:
+    """The bytes each batch counts against maxBytesPerTrigger, from the batches' row counts
+    (batches deliver the blocklets' rows in order) and each blocklet's (rows, stored bytes):
+    a row counts for its share of its blocklet's bytes, rounded up per blocklet and batch."""
+    out, row, index = [], 0, 0
+    for size in batches:
+        total = 0
+        while size:
+            rows, length = blocklets[index]
+            take = min(size, rows - row)
+            total += -(-length * take // rows)
+            size, row = size - take, row + take
+            if row == rows:
+                index, row = index + 1, 0
+        out.append(total)
+    return out
 
 
 def test_max_bytes_per_trigger(spark: Any, tmp_path: Any, stop_queries: None) -> None:
@@ -101,10 +121,18 @@ def test_max_bytes_per_trigger(spark: Any, tmp_path: Any, stop_queries: None) ->
         sum(b.length for b in f.blocklets) for _, f in open_table(path).snapshot().iter_files()
     ]
     assert len(sizes) == K and max(sizes) < 1.2 * min(sizes)
-    limit = int(2.5 * max(sizes))  # two files fit, three do not
+    limit = int(2.5 * max(sizes))  # two files and part of a third fit
     q, rows = read_into_memory(spark, path, maxBytesPerTrigger=limit)
     assert_same_rows(rows, pa.concat_tables(chunks))
-    assert [p["numInputRows"] for p in data_batches(q)] == [2 * ROWS, 2 * ROWS]
+    got = [p["numInputRows"] for p in data_batches(q)]
+    assert len(got) == 2 and 2 * ROWS < got[0] < 3 * ROWS, f"batch sizes {got}"
+    blocklets = [
+        (b.num_rows, b.length)
+        for _, f in open_table(path).snapshot().iter_files()
+        for b in f.blocklets
+    ]
+    assert all(n <= limit for n in batch_bytes(got, blocklets))
+    assert batch_bytes([got[0] + 1], blocklets)[0] > limit, "the first batch was not full"
 
 
 def test_metadata_commit_in_the_middle_is_not_delivered(
@@ -272,15 +300,15 @@ def compacted_table(path: str) -> pa.Table:
 @pytest.mark.parametrize(
     ("option", "value", "batches"),
     [
-        pytest.param("maxRowsPerTrigger", 25, [20] * 6, id="rows"),
+        pytest.param("maxRowsPerTrigger", 25, [25] * 4 + [20], id="rows"),
         pytest.param("maxFilesPerTrigger", 1, [120], id="files"),
     ],
 )
 def test_limits_hold_inside_a_compacted_file(
     spark: Any, tmp_path: Any, option: str, value: int, batches: list[int], stop_queries: None
 ) -> None:
-    """Rows and bytes limits cut a unit between blocklets (a batch ends before the blocklet
-    that would pass the limit); maxFilesPerTrigger still counts whole units."""
+    """The rows limit cuts a unit between rows, inside a blocklet (blocklets of 10 rows here);
+    maxFilesPerTrigger still counts whole units."""
     path = str(tmp_path / "t")
     expected = compacted_table(path)
     q, rows = read_into_memory(spark, path, **{option: value})
@@ -288,18 +316,25 @@ def test_limits_hold_inside_a_compacted_file(
     assert [p["numInputRows"] for p in data_batches(q)] == batches
 
 
-def test_bytes_limit_inside_a_file_and_restart(
-    spark: Any, tmp_path: Any, stop_queries: None
+@pytest.mark.parametrize("option", ["maxRowsPerTrigger", "maxBytesPerTrigger"])
+def test_limit_inside_a_blocklet_and_restart(
+    spark: Any, tmp_path: Any, option: str, stop_queries: None
 ) -> None:
-    """A restarted query resumes inside a unit where its last batch ended: every row once."""
+    """A restarted query resumes inside the blocklet where its last batch ended: every row
+    once, every batch within the limit."""
     path, sink, ck = str(tmp_path / "t"), str(tmp_path / "sink"), str(tmp_path / "ck")
     expected = compacted_table(path)
-    sizes = [b.length for _, f in open_table(path).snapshot().iter_files() for b in f.blocklets]
-    limit = sizes[0] + sizes[1] + sizes[2] // 2  # two blocklets fit, three do not
+    blocklets = [
+        (b.num_rows, b.length)
+        for _, f in open_table(path).snapshot().iter_files()
+        for b in f.blocklets
+    ]
+    # 23 rows: every batch ends inside a blocklet of 10; bytes: two and a half blocklets
+    limit = 23 if option == "maxRowsPerTrigger" else blocklets[0][1] * 5 // 2
 
     def run(max_batches: int | None) -> Any:
         name = memory_name() if max_batches else None
-        reader = spark.readStream.format("carbonlite").option("maxBytesPerTrigger", limit)
+        reader = spark.readStream.format("carbonlite").option(option, limit)
         writer = reader.load(path).writeStream.format("carbonlite").option("checkpointLocation", ck)
         if name is None:
             return finish(writer.trigger(availableNow=True).start(sink))
@@ -309,10 +344,15 @@ def test_bytes_limit_inside_a_file_and_restart(
         return q
 
     first = run(2)
-    done = sum(p["numInputRows"] for p in data_batches(first))
-    assert done % 20 == 0 and 0 < done < 120
+    sizes = [p["numInputRows"] for p in data_batches(first)]
+    assert 0 < sum(sizes) < 120 and sum(sizes) % 10, f"{sizes}: not stopped inside a blocklet"
     second = run(None)
-    assert all(p["numInputRows"] == 20 for p in data_batches(second))
+    sizes += [p["numInputRows"] for p in data_batches(second)]
+    assert sum(sizes) == 120
+    if option == "maxRowsPerTrigger":
+        assert max(sizes) == limit
+    else:
+        assert max(batch_bytes(sizes, blocklets)) <= limit
     assert_same_rows(open_table(sink).to_arrow(), expected)
 
 

@@ -28,12 +28,13 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 import carbonlite as cl
 from carbonlite.spark.change_feed import CarbonLiteChangeFeedReader
 from carbonlite.spark.options import SparkOptions
-from carbonlite.spark.source import CarbonLiteStreamReader
+from carbonlite.spark.stream_source import CarbonLiteStreamReader
 from tests.support.interleave import Actor, Outcome, explore_all, explore_random
 from tests.support.log_model import SCHEMA, Model, Op, outcome_of, rows
 
 BASE = 10  # rows of the starting snapshot (version 1)
 ROWS = 3  # rows per writer commit
+"""Each commit is one blocklet: a row limit of 2 or 4 ends batches inside blocklets."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,11 @@ def deliver(
     """One micro-batch as Spark runs it: partitions, read every one, commit the end."""
     for offset in (start, end):
         assert json.loads(json.dumps(offset)) == offset, f"offset {offset} is not plain JSON"
-    for partition in reader.partitions(start, end):
+    partitions = reader.partitions(start, end)
+    if run.setup.max_rows is not None:  # the limit holds to the row, inside blocklets too
+        planned = sum(s.num_rows for p in partitions for s in p.splits)  # type: ignore[attr-defined]
+        assert planned <= run.setup.max_rows, f"a batch of {planned} rows from {start} to {end}"
+    for partition in partitions:
         for batch in reader.read(partition):
             if run.setup.feed:
                 kinds = set(batch.column("_change_type").to_pylist())
@@ -209,6 +214,10 @@ def larger(commits: int) -> list[Any]:
         pytest.param(Setup(commits=commits, ask="restart"), id="restart"),
         pytest.param(Setup(commits=commits, ask="available_now"), id="available-now"),
         pytest.param(Setup(commits=commits, max_rows=2), id="limit"),
+        pytest.param(Setup(commits=commits, max_rows=4, ask="restart"), id="limit-restart"),
+        pytest.param(
+            Setup(commits=commits, max_rows=4, ask="available_now"), id="limit-available-now"
+        ),
         pytest.param(Setup(commits=commits, feed=True), id="changes"),
         pytest.param(Setup(commits=commits, feed=True, ask="restart"), id="changes-restart"),
         pytest.param(
