@@ -81,7 +81,7 @@ def expression(value: Any, what: str, where: str) -> Column:
             ) from None
     raise InvalidOptionError(
         f"{where}: the {what} must be a SQL expression string or a pyspark.sql.Column "
-        f"(such as \"v + 1\" or F.lit(0)), not {value!r}"
+        f'(such as "v + 1" or F.lit(0)), not {value!r}'
     )
 
 
@@ -102,7 +102,7 @@ def value_columns(
     if not isinstance(assignments, Mapping) or not assignments:
         raise InvalidOptionError(
             f"{where}: {what} must map the table's column names to SQL expressions or "
-            f"Columns, such as {{\"v\": \"s.v\"}} or {{\"v\": F.col(\"v\") + 1}}, not "
+            f'Columns, such as {{"v": "s.v"}} or {{"v": F.col("v") + 1}}, not '
             f"{assignments!r}"
         )
     unknown = [name for name in assignments if name not in table.schema.names]
@@ -130,7 +130,9 @@ def target_frame(spark: SparkSession, job: ChangeJob) -> DataFrame:
     return ids.mapInArrow(read, spark_schema_of(located))
 
 
-def _write_tasks(job: ChangeJob, changes: DataFrame, partitions: int, inserts: bool) -> list[ChangeTaskResult]:
+def _write_tasks(
+    job: ChangeJob, changes: DataFrame, partitions: int, inserts: bool
+) -> list[ChangeTaskResult]:
     """Run the writing tasks: the changed rows of one data file go to one task (inserted rows,
     which have no file, spread by a hash of their values)."""
     key = F.col(FILE_COLUMN)
