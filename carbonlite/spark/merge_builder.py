@@ -17,7 +17,8 @@ arbitrary.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -69,6 +70,41 @@ class _Clause:
             what += f" ({', '.join(self.values)})"
         cond = f" AND {text_of(self.condition)}" if self.condition is not None else ""
         return f"WHEN {self.kind.upper()}{cond} THEN {what}"
+
+
+_NAME = r"(?:`?\w+`?\.)?`?(\w+)`?"
+_EQUAL = re.compile(rf"^{_NAME}\s*=\s*{_NAME}$")
+_EQUAL_CALL = re.compile(rf"^=\({_NAME},\s*{_NAME}\)$")
+"""``t.id = s.id`` as SQL, and as a Column prints it (``=(t.id, s.id)``)."""
+
+
+def _terms(condition: str) -> list[str]:
+    """The conjuncts of ``condition``: split at AND in SQL, or ``and(a, b)`` as a Column
+    prints it."""
+    text = condition.strip()
+    while text.startswith("(") and text.endswith(")"):
+        text = text[1:-1].strip()
+    if text.startswith("and(") and text.endswith(")"):
+        inner, depth = text[4:-1], 0
+        for n, ch in enumerate(inner):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if ch == "," and depth == 0:
+                return _terms(inner[:n]) + _terms(inner[n + 1 :])
+    parts = re.split(r"\s+AND\s+", text, flags=re.IGNORECASE)
+    return [text] if len(parts) == 1 else [t for p in parts for t in _terms(p)]
+
+
+def equi_keys(condition: str, columns: Sequence[str]) -> list[str]:
+    """The columns a merge condition matches by equality, when it is nothing else: ``t.id =
+    s.id AND t.day = s.day`` gives ``["id", "day"]`` (what ``Table.merge`` records as ``on``
+    and the change feed pairs updates by); anything else gives ``[]``."""
+    keys = []
+    for term in _terms(condition):
+        match = _EQUAL.match(term) or _EQUAL_CALL.match(term)
+        if match is None or match.group(1) != match.group(2) or match.group(1) not in columns:
+            return []
+        keys.append(match.group(1))
+    return keys
 
 
 class CarbonMergeBuilder:
@@ -165,6 +201,9 @@ class CarbonMergeBuilder:
             "condition": self._condition_text,
             "clauses": "; ".join(c.describe() for c in self._clauses),
         }
+        keys = equi_keys(self._condition_text, self._table.schema.names)
+        if keys:  # the change feed pairs deletes and inserts of one key as an update
+            parameters["on"] = ",".join(keys)
         return run_change(
             self._spark,
             self._table,

@@ -91,7 +91,7 @@ def text_of(value: ExprLike | None) -> str:
         return "true"
     if isinstance(value, str):
         return value
-    text = str(value)
+    text = str(value)  # Column<'>=(id, 35)'>: PySpark 4 prints no SQL of a Column
     return text[8:-2] if text.startswith("Column<'") and text.endswith("'>") else text
 
 
