@@ -22,7 +22,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -45,6 +45,7 @@ from carbonlite.writer.append import RowChanges
 from carbonlite.writer.distributed import abort_parts
 from carbonlite.writer.distributed_changes import ChangeJob, ChangeTaskResult, job_files
 from carbonlite.writer.lease import Lease
+from carbonlite.writer.modify import MergeResult
 from carbonlite.writer.partition_files import discard_files
 from carbonlite.writer.row_changes import (
     MAX_ROW_CHANGE_ATTEMPTS,
@@ -53,21 +54,10 @@ from carbonlite.writer.row_changes import (
 )
 from carbonlite.writer.unique_keys import check_unique_keys
 
-__all__ = ["ChangeOutcome", "TaskRunner", "plan_change", "run_distributed_change"]
+__all__ = ["TaskRunner", "plan_change", "run_distributed_change"]
 
 TaskRunner = Callable[[ChangeJob], Sequence[ChangeTaskResult]]
 """Runs a job's tasks (reading, deciding, writing) and returns the kept attempts' results."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeOutcome:
-    """What a distributed change did."""
-
-    version: int | None
-    """The committed version; None when nothing changed."""
-    updated: int = 0
-    deleted: int = 0
-    inserted: int = 0
 
 
 def plan_change(table: Table, *, parallelism: int) -> tuple[ChangeJob, Snapshot]:
@@ -114,7 +104,7 @@ def run_distributed_change(
     parameters: Mapping[str, str],
     description: str,
     parallelism: int,
-) -> ChangeOutcome:
+) -> MergeResult:
     """Plan, run the tasks with ``run`` and commit a delete, update or merge; again on the
     newest snapshot when a concurrent row-level change won (bounded). ``description`` names
     the change in errors ("merge into '/t' on t.id = s.id")."""
@@ -134,7 +124,7 @@ def run_distributed_change(
                     table, job, snapshot, results, operation, parameters, description
                 )
                 if changes is None:
-                    return ChangeOutcome(None)
+                    return MergeResult(None)
                 lease.check()
                 version = commit_parts(
                     job.plan,
@@ -153,11 +143,11 @@ def run_distributed_change(
                     time.sleep(backoff(attempt))  # another row-level change won
                     continue
                 raise
-        return ChangeOutcome(
+        return MergeResult(
             version,
-            updated=sum(r.updated for r in results),
-            deleted=sum(r.deleted for r in results),
-            inserted=sum(r.inserted for r in results),
+            rows_updated=sum(r.updated for r in results),
+            rows_inserted=sum(r.inserted for r in results),
+            rows_deleted=sum(r.deleted for r in results),
         )
     raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
 

@@ -21,7 +21,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from carbonlite.driver_changes import ChangeOutcome, run_distributed_change
+from carbonlite.driver_changes import run_distributed_change
 from carbonlite.errors import InvalidOptionError, SchemaMismatchError
 from carbonlite.spark.types import cast_for_spark, relabel_from_spark, spark_arrow_schema
 from carbonlite.spark.types import spark_schema as spark_schema_of
@@ -39,12 +39,14 @@ from carbonlite.writer.distributed_changes import (
     read_located,
     write_changes,
 )
+from carbonlite.writer.modify import MergeResult
 
 __all__ = [
     "RESULT_DDL",
     "ExprLike",
     "delete_rows",
     "expression",
+    "result_frame",
     "run_change",
     "target_frame",
     "text_of",
@@ -193,9 +195,10 @@ def run_change(
     return result_frame(spark, outcome)
 
 
-def result_frame(spark: SparkSession, outcome: ChangeOutcome) -> DataFrame:
-    affected = outcome.updated + outcome.deleted + outcome.inserted
-    row = (affected, outcome.updated, outcome.deleted, outcome.inserted, outcome.version)
+def result_frame(spark: SparkSession, outcome: MergeResult) -> DataFrame:
+    """The one-row DataFrame of a change's counts and version (:data:`RESULT_DDL`)."""
+    updated, deleted, inserted = outcome.rows_updated, outcome.rows_deleted, outcome.rows_inserted
+    row = (updated + deleted + inserted, updated, deleted, inserted, outcome.version)
     return spark.createDataFrame([row], RESULT_DDL)
 
 
