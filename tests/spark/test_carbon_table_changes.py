@@ -6,6 +6,7 @@ the seam ``row_change.after_plan``."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ import carbonlite as cl
 from carbonlite.seams import listening
 from carbonlite.spark.merge_builder import CarbonMergeBuilder
 from carbonlite.spark.row_change_job import delete_rows, update_rows
+from tests.support.spark_jobs import MERGE_CLUSTER_ROWS
 
 pytestmark = pytest.mark.spark
 
@@ -363,3 +365,26 @@ def test_bad_input_is_refused_before_anything_is_written(spark: Any, tmp_path: P
     with pytest.raises(cl.InvalidOptionError, match="only the last may omit its condition"):
         builder.whenMatchedDelete().whenMatchedUpdateAll().execute()
     assert cl.open_table(table.path).version == 2
+
+
+@pytest.mark.slow
+@pytest.mark.spark_job("merge_cluster_driver")
+def test_a_merge_on_a_local_cluster_runs_in_the_executors(spark_jobs: Any) -> None:
+    """tests/support/spark_merge_cluster_driver.py: on ``local-cluster[2,1,1024]`` the driver
+    runs no task, so the rewrite was done by the executors' processes; the result equals
+    ``Table.merge`` of the same source into a twin table."""
+    job = spark_jobs.start("merge_cluster_driver")
+    outcome = job.wait(600)
+    assert outcome.returncode == 0, (
+        f"exit {outcome.returncode}:\n{outcome.stdout}\n{outcome.stderr[-4000:]}"
+    )
+    summary = json.loads(outcome.stdout.strip().splitlines()[-1])
+    assert summary["executors"] == 2
+    assert summary["worker_parents"] == 2, "the tasks did not run in two executors' Python workers"
+    assert summary["same_rows"], summary.get("problem")
+    half = MERGE_CLUSTER_ROWS // 10
+    assert summary["expected"] == [half, half]
+    assert summary["result"]["num_updated_rows"] == half
+    assert summary["result"]["num_inserted_rows"] == half
+    assert summary["result"]["version"] == 2
+    assert summary["merge_tasks"] >= 2  # reading, joining and writing tasks, on the executors
