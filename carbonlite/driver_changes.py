@@ -60,17 +60,22 @@ TaskRunner = Callable[[ChangeJob], Sequence[ChangeTaskResult]]
 """Runs a job's tasks (reading, deciding, writing) and returns the kept attempts' results."""
 
 
-def plan_change(table: Table, *, parallelism: int) -> tuple[ChangeJob, Snapshot]:
+def plan_change(
+    table: Table, *, parallelism: int, columns: Sequence[str] | None = None
+) -> tuple[ChangeJob, Snapshot]:
     """A job against the latest snapshot (returned too): its splits in at least
-    ``parallelism`` reading groups (when it has that many blocklets), and where its rows go
-    (a partitioned table: into their partitions, a primary-key table included)."""
+    ``parallelism`` reading groups (when it has that many blocklets), the ``columns`` they
+    read (None: all), and where its rows go (a partitioned table: into their partitions, a
+    primary-key table included)."""
     write = plan_write(table, overwrite=False)
     snapshot = table.snapshot()  # plan_write's
     if snapshot.version != write.read_version:
         snapshot = table.snapshot(write.read_version)
     write = replace(write, partition_by=list(snapshot.metadata.partition_by))
     groups = _groups(plan_scan(snapshot, columns=None, filter=None).splits, parallelism)
-    return ChangeJob(write, uuid.uuid4().hex[:16], groups, job_files(groups)), snapshot
+    wanted = None if columns is None else [c for c in snapshot.schema.names if c in columns]
+    job = ChangeJob(write, uuid.uuid4().hex[:16], groups, job_files(groups), wanted)
+    return job, snapshot
 
 
 def _groups(splits: Sequence[Split], parallelism: int) -> list[list[Split]]:
@@ -104,13 +109,15 @@ def run_distributed_change(
     parameters: Mapping[str, str],
     description: str,
     parallelism: int,
+    columns: Sequence[str] | None = None,
 ) -> MergeResult:
     """Plan, run the tasks with ``run`` and commit a delete, update or merge; again on the
     newest snapshot when a concurrent row-level change won (bounded). ``description`` names
-    the change in errors ("merge into '/t' on t.id = s.id")."""
+    the change in errors ("merge into '/t' on t.id = s.id"); ``columns``: the
+    table's columns the reading tasks read (None: all)."""
     storage, root = table.storage, table.root
     for attempt in range(MAX_ROW_CHANGE_ATTEMPTS):
-        job, snapshot = plan_change(table, parallelism=parallelism)
+        job, snapshot = plan_change(table, parallelism=parallelism, columns=columns)
         reach("row_change.after_plan")
         names = [f"{name.rsplit('/', 1)[-1]}.{job.token}" for name in job.files]
         owner = f"{operation.lower()} {job.token}"

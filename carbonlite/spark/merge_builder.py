@@ -29,6 +29,8 @@ from carbonlite.errors import InvalidOptionError, SchemaMismatchError
 from carbonlite.spark.row_change_job import (
     ExprLike,
     expression,
+    kept_columns,
+    referenced_columns,
     run_change,
     text_of,
     value_columns,
@@ -212,7 +214,22 @@ class CarbonMergeBuilder:
             parameters=parameters,
             description=self._where,
             inserts="not matched" in kinds,
+            columns=self._target_columns(),
         )
+
+    def _target_columns(self) -> list[str] | None:
+        """The table's columns the merge reads: those its condition, clause conditions and
+        values name, and those an update clause leaves as they are (None: all)."""
+        expressions: list[ExprLike | None] = [self._condition_text]
+        for clause in self._clauses:
+            expressions.append(clause.condition)
+            if isinstance(clause.values, Mapping):
+                expressions.extend(clause.values.values())
+        found = referenced_columns(self._table, expressions)
+        for clause in self._clauses:
+            if clause.action == "update" and isinstance(clause.values, Mapping):
+                found = kept_columns(found, self._table, clause.values)
+        return found
 
     def _check_order(self) -> None:
         """As in Delta: of several clauses of one kind, only the last may have no condition
@@ -227,6 +244,10 @@ class CarbonMergeBuilder:
 
     def _changes(self, target: DataFrame) -> DataFrame:
         """The changed rows of the merge: the join, each row's clause, its action and values."""
+        # a sort-merge join: Spark would otherwise take the target (read by mapInArrow, of
+        # unknown size) for small and broadcast it, collecting it on the driver; a source
+        # hinted with broadcast() still wins
+        target = target.hint("merge")
         t = target.alias(self._alias) if self._alias else target
         s = self._source.withColumn(_SOURCE, F.lit(True))
         kinds = {c.kind for c in self._clauses}

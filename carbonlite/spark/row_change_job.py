@@ -13,7 +13,8 @@ it in one version.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -46,6 +47,8 @@ __all__ = [
     "ExprLike",
     "delete_rows",
     "expression",
+    "kept_columns",
+    "referenced_columns",
     "result_frame",
     "run_change",
     "target_frame",
@@ -97,6 +100,28 @@ def text_of(value: ExprLike | None) -> str:
     return text[8:-2] if text.startswith("Column<'") and text.endswith("'>") else text
 
 
+_IDENTIFIER = re.compile(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_]*)")
+_STAR = re.compile(r"(?:^|[.(,])\s*\*\s*(?:$|[),])")
+"""A ``*`` that stands for columns (``t.*``, ``struct(*)``), not a multiplication."""
+
+
+def referenced_columns(table: Table, expressions: Iterable[ExprLike | None]) -> list[str] | None:
+    """The table's columns the expressions may refer to (every name in their text that is
+    a column's: more than needed when the source has the same names, never fewer), or None
+    (all columns) when one of them may stand for columns it does not name (``*``). The
+    target DataFrame reads only these (the reading tasks decode nothing else)."""
+    names = set(table.schema.names)
+    found: set[str] = set()
+    for value in expressions:
+        if value is None:
+            continue
+        text = text_of(value)
+        if _STAR.search(text):
+            return None
+        found.update(n for pair in _IDENTIFIER.findall(text) for n in pair if n in names)
+    return [n for n in table.schema.names if n in found]
+
+
 def value_columns(
     table: Table, assignments: Mapping[str, ExprLike] | None, what: str, where: str
 ) -> dict[str, Column]:
@@ -118,7 +143,7 @@ def value_columns(
 
 def target_frame(spark: SparkSession, job: ChangeJob) -> DataFrame:
     """The live rows of the job's snapshot, read on the executors, with their location."""
-    located = located_schema(job.plan.schema)
+    located = located_schema(job.read_schema)
     arrow = spark_arrow_schema(located)
     groups = len(job.groups)
 
@@ -169,9 +194,11 @@ def run_change(
     parameters: Mapping[str, str],
     description: str,
     inserts: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> DataFrame:
     """Run a delete, update or merge whose changed rows ``changes`` builds from the target
-    DataFrame; the one-row result (:data:`RESULT_DDL`)."""
+    DataFrame (of the table's ``columns``, None: all); the one-row result
+    (:data:`RESULT_DDL`)."""
     parallelism = max(1, spark.sparkContext.defaultParallelism)
 
     def run(job: ChangeJob) -> list[ChangeTaskResult]:
@@ -191,6 +218,7 @@ def run_change(
         parameters=parameters,
         description=description,
         parallelism=parallelism,
+        columns=columns,
     )
     return result_frame(spark, outcome)
 
@@ -234,6 +262,7 @@ def delete_rows(
         operation="DELETE",
         parameters={"predicate": text_of(condition)},
         description=where,
+        columns=referenced_columns(table, [condition]),
     )
 
 
@@ -256,7 +285,10 @@ def update_rows(
     def changes(target: DataFrame) -> DataFrame:
         t = _aliased(target, alias)
         rows = t if cond is None else t.where(cond)
-        new = [values.get(name, t[name]).cast(types[name]).alias(name) for name in types]
+        new = [
+            (values[name] if name in values else t[name]).cast(types[name]).alias(name)
+            for name in types
+        ]
         return rows.select(*_located(t), F.lit(ACTION_UPDATE).alias(ACTION_COLUMN), *new)
 
     return run_change(
@@ -266,4 +298,15 @@ def update_rows(
         operation="UPDATE",
         parameters={"predicate": text_of(condition), "set": ",".join(sorted(values))},
         description=where,
+        columns=kept_columns(referenced_columns(table, [condition, *set.values()]), table, values),
     )
+
+
+def kept_columns(
+    found: list[str] | None, table: Table, assigned: Mapping[str, Any]
+) -> list[str] | None:
+    """``found`` plus the columns an update leaves as they are (it writes the row whole,
+    so it reads them); None stays None (all columns)."""
+    if found is None:
+        return None
+    return [n for n in table.schema.names if n in found or n not in assigned]

@@ -90,6 +90,16 @@ class ChangeJob:
     groups: list[list[Split]]
     """The reading tasks' splits."""
     files: dict[str, FileBlocklets] = field(default_factory=dict)
+    columns: list[str] | None = None
+    """The table's columns the reading tasks read (None: every column)."""
+
+    @property
+    def read_schema(self) -> pa.Schema:
+        """The columns the reading tasks read, in the table's order."""
+        schema = self.plan.schema
+        if self.columns is None:
+            return schema
+        return pa.schema([f for f in schema if f.name in self.columns])
 
     @property
     def version(self) -> int:
@@ -136,16 +146,18 @@ def located_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def read_located(job: ChangeJob, group: int) -> Iterator[pa.RecordBatch]:
-    """The live rows of the splits of ``job.groups[group]`` as of the job's version, every
-    column plus their location (:func:`located_schema`); runs on a worker."""
+    """The live rows of the splits of ``job.groups[group]`` as of the job's version, the
+    job's columns plus their location (:func:`located_schema` of ``job.read_schema``); runs
+    on a worker."""
     plan = job.plan
     storage, root = open_storage(plan.uri, plan.storage_options or None)
     reader = SplitReader(
         storage, root, plan.schema, storage_options=plan.storage_options, version=job.version
     )
-    output = located_schema(plan.schema)
+    columns = job.read_schema
+    output = located_schema(columns)
     try:
-        for split, blocklet, batch in read_positions(reader, job.groups[group], plan.schema, None):
+        for split, blocklet, batch in read_positions(reader, job.groups[group], columns, None):
             n = batch.num_rows
             arrays = [
                 *batch.columns[:-1],
