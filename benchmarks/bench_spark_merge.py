@@ -95,6 +95,7 @@ def state(table: cl.Table) -> tuple[int, float]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_start = os.getloadavg()[0]
     spark = carbonlite.spark.local_session(args.master, app_name="bench-spark-merge")
     work = Path(tempfile.mkdtemp(prefix="bench-spark-merge-"))
     rows = event_table(args.rows)
@@ -139,6 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "master": args.master,
+        "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
         "rows": args.rows,
         "source_rows": repeats[0]["updated"] + repeats[0]["inserted"],
         "spark_s": best_spark,

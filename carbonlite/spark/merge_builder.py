@@ -80,11 +80,23 @@ _EQUAL_CALL = re.compile(rf"^=\({_NAME},\s*{_NAME}\)$")
 """``t.id = s.id`` as SQL, and as a Column prints it (``=(t.id, s.id)``)."""
 
 
+def _enclosed(text: str) -> bool:
+    """Whether ``text`` is one parenthesized whole: ``(a = b)``, not ``(a) AND (b)``."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for ch in text[:-1]:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return False
+    return True
+
+
 def _terms(condition: str) -> list[str]:
     """The conjuncts of ``condition``: split at AND in SQL, or ``and(a, b)`` as a Column
     prints it."""
     text = condition.strip()
-    while text.startswith("(") and text.endswith(")"):
+    while _enclosed(text):
         text = text[1:-1].strip()
     if text.startswith("and(") and text.endswith(")"):
         inner, depth = text[4:-1], 0

@@ -19,8 +19,14 @@ from pyspark.sql import functions as F
 
 import carbonlite as cl
 from carbonlite.seams import listening
-from carbonlite.spark.merge_builder import CarbonMergeBuilder
-from carbonlite.spark.row_change_job import delete_rows, update_rows
+from carbonlite.spark.merge_builder import CarbonMergeBuilder, equi_keys
+from carbonlite.spark.row_change_job import (
+    delete_rows,
+    kept_columns,
+    referenced_columns,
+    text_of,
+    update_rows,
+)
 from tests.support.spark_jobs import MERGE_CLUSTER_ROWS
 
 pytestmark = pytest.mark.spark
@@ -388,3 +394,24 @@ def test_a_merge_on_a_local_cluster_runs_in_the_executors(spark_jobs: Any) -> No
     assert summary["result"]["num_inserted_rows"] == half
     assert summary["result"]["version"] == 2
     assert summary["merge_tasks"] >= 2  # reading, joining and writing tasks, on the executors
+
+
+def test_what_the_target_reads_and_the_keys_a_merge_records(spark: Any, tmp_path: Path) -> None:
+    """The reading tasks decode only the columns the expressions name (more when the source
+    has the same names, never fewer; all of them behind a ``*``), and a merge on equalities
+    of same-named columns records them as ``on`` for the change feed."""
+    table = make(tmp_path / "t")
+    assert referenced_columns(table, ["t.id = s.id", F.col("k") == "x", None]) == ["id", "k"]
+    assert referenced_columns(table, ["v * 2", "`k` is null"]) == ["v", "k"]
+    assert referenced_columns(table, ["s.other = 1"]) == []
+    assert referenced_columns(table, ["hash(struct(*)) = 1"]) is None
+    assert referenced_columns(table, [F.col("t.*").isNotNull()]) is None
+    assert kept_columns(["id"], table, {"v": "1"}) == ["id", "k"]
+    names = SCHEMA.names
+    assert equi_keys("t.id = s.id", names) == ["id"]
+    assert equi_keys("(t.id = s.id) AND (t.k = s.k)", names) == ["id", "k"]
+    assert equi_keys(
+        text_of((F.col("t.id") == F.col("s.id")) & (F.col("t.k") == F.col("s.k"))), names
+    ) == ["id", "k"]
+    assert equi_keys("t.id = s.v", names) == []
+    assert equi_keys("t.id = s.id and t.v > 3", names) == []
