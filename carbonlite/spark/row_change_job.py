@@ -165,8 +165,8 @@ def _write_tasks(
     key = F.col(FILE_COLUMN)
     if inserts:
         values = [F.col(name) for name in job.plan.schema.names]
-        spread = F.pmod(F.xxhash64(*values), F.lit(partitions)).cast("string")
-        key = F.coalesce(key, spread)
+        spread = F.lit(-1) - F.pmod(F.xxhash64(*values), F.lit(partitions))  # not a file number
+        key = F.coalesce(key.cast("long"), spread)
     shuffled = changes.repartition(partitions, key)
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -55,7 +55,8 @@ __all__ = [
 ]
 
 FILE_COLUMN = "_carbonlite_file"
-"""The data file (relative to the table root) a target row lies in."""
+"""The data file a target row lies in: its number in :attr:`ChangeJob.file_names` (a number,
+not the path, keeps the rows the engine shuffles small)."""
 BLOCKLET_COLUMN = "_carbonlite_blocklet"
 """The offset of the row's blocklet in its file."""
 POSITION_COLUMN = ROW_POSITION
@@ -92,6 +93,11 @@ class ChangeJob:
     files: dict[str, FileBlocklets] = field(default_factory=dict)
     columns: list[str] | None = None
     """The table's columns the reading tasks read (None: every column)."""
+
+    @property
+    def file_names(self) -> list[str]:
+        """The data files, numbered as :data:`FILE_COLUMN` numbers them."""
+        return list(self.files)
 
     @property
     def read_schema(self) -> pa.Schema:
@@ -138,7 +144,7 @@ def located_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema(
         [
             *schema,
-            pa.field(FILE_COLUMN, pa.string(), nullable=False),
+            pa.field(FILE_COLUMN, pa.int32(), nullable=False),
             pa.field(BLOCKLET_COLUMN, pa.int64(), nullable=False),
             pa.field(POSITION_COLUMN, pa.int64(), nullable=False),
         ]
@@ -156,12 +162,13 @@ def read_located(job: ChangeJob, group: int) -> Iterator[pa.RecordBatch]:
     )
     columns = job.read_schema
     output = located_schema(columns)
+    numbers = {name: n for n, name in enumerate(job.files)}
     try:
         for split, blocklet, batch in read_positions(reader, job.groups[group], columns, None):
             n = batch.num_rows
             arrays = [
                 *batch.columns[:-1],
-                pa.repeat(pa.scalar(split.file, pa.string()), n),
+                pa.repeat(pa.scalar(numbers[split.file], pa.int32()), n),
                 pa.repeat(pa.scalar(blocklet.offset, pa.int64()), n),
                 batch.column(ROW_POSITION).cast(pa.int64()),
             ]
@@ -176,14 +183,13 @@ class _Deleted:
     def __init__(self) -> None:
         self.positions: dict[str, dict[int, list[np.ndarray]]] = {}
 
-    def add(self, rows: pa.RecordBatch) -> None:
-        files = rows.column(FILE_COLUMN).dictionary_encode()
-        index = files.indices.to_numpy(zero_copy_only=False)
+    def add(self, rows: pa.RecordBatch, names: list[str]) -> None:
+        files = rows.column(FILE_COLUMN).to_numpy(zero_copy_only=False)
         blocklets = rows.column(BLOCKLET_COLUMN).to_numpy(zero_copy_only=False)
         positions = rows.column(POSITION_COLUMN).to_numpy(zero_copy_only=False)
-        for number, name in enumerate(files.dictionary.to_pylist()):
-            in_file = index == number
-            per_file = self.positions.setdefault(name, {})
+        for number in np.unique(files):
+            in_file = files == number
+            per_file = self.positions.setdefault(names[int(number)], {})
             for offset in np.unique(blocklets[in_file]):
                 chosen = positions[in_file & (blocklets == offset)]
                 per_file.setdefault(int(offset), []).append(chosen)
@@ -210,6 +216,7 @@ def write_changes(
     deleted = _Deleted()
     result = ChangeTaskResult()
     names = plan.schema.names
+    files = job.file_names
 
     def new_rows() -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -221,7 +228,7 @@ def write_changes(
             result.inserted += int(inserts.sum())
             gone, written = deletes | updates, updates | inserts
             if gone.any():
-                deleted.add(batch.filter(pa.array(gone)))
+                deleted.add(batch.filter(pa.array(gone)), files)
             if written.any():
                 yield batch.filter(pa.array(written)).select(names)
 
