@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from carbonlite import errors
 from carbonlite.driver_changes import run_distributed_change
 from carbonlite.errors import InvalidOptionError, SchemaMismatchError
 from carbonlite.spark.types import cast_for_spark, relabel_from_spark, spark_arrow_schema
@@ -52,6 +53,7 @@ __all__ = [
     "result_frame",
     "run_change",
     "target_frame",
+    "task_error",
     "text_of",
     "update_rows",
     "value_columns",
@@ -181,8 +183,29 @@ def _write_tasks(
         )
         yield pa.RecordBatch.from_pydict({"result": [pickle.dumps(result)]})
 
-    rows = shuffled.mapInArrow(write, "result binary").collect()
+    try:
+        rows = shuffled.mapInArrow(write, "result binary").collect()
+    except PythonException as exc:
+        raise task_error(exc) from None
     return [pickle.loads(row["result"]) for row in rows]
+
+
+_TASK_ERROR = re.compile(r"^carbonlite\.errors\.(\w+): ", re.MULTILINE)
+
+
+def task_error(exc: PythonException) -> Exception:
+    """The CarbonLite error a Spark task raised (such as a NOT NULL column given nulls), as
+    the same class with the same message on the driver; other failures as they are."""
+    text = str(exc)
+    found = list(_TASK_ERROR.finditer(text))
+    cls = getattr(errors, found[-1].group(1), None) if found else None
+    if not (isinstance(cls, type) and issubclass(cls, errors.CarbonLiteError)):
+        return exc
+    message = text[found[-1].end() :].strip()
+    try:
+        return cls(f"{message} (raised by a Spark task)")
+    except TypeError:  # a class whose constructor wants more
+        return errors.CarbonLiteError(f"{found[-1].group(1)}: {message} (raised by a Spark task)")
 
 
 def run_change(
