@@ -278,8 +278,9 @@ def _repeated_error(
         if row.num_rows:
             shown = f" (one of them: {row.to_pylist()[0]})"
     return DuplicateKeyError(
-        f"{description}: {count} rows of the table are each matched by more than one source "
-        f"row that a matched clause would update or delete{shown}; which source row wins "
+        f"{description}: {count} {'row of the table is' if count == 1 else 'rows of the table are'}"
+        " each matched by more than one source row that a matched clause would update or "
+        f"delete{shown}; which source row wins "
         "would be arbitrary, so nothing was committed (deduplicate the source by the merge "
         "condition's keys, or make the condition match at most one source row per table row)"
     )

@@ -211,7 +211,9 @@ def test_a_target_row_matched_twice_is_refused_and_a_merge_changing_nothing_comm
 ) -> None:
     table = make(tmp_path / "t")
     twice = spark.createDataFrame([(7, 1, "a"), (7, 2, "b"), (8, 3, "c")], DDL).alias("s")
-    with pytest.raises(cl.DuplicateKeyError, match=r"t\.id = s\.id: 1 rows .*'id': 7, 'v': 7"):
+    with pytest.raises(
+        cl.DuplicateKeyError, match=r"t\.id = s\.id: 1 row of the table is .*'id': 7, 'v': 7"
+    ):
         CarbonMergeBuilder(
             spark, table, twice, "t.id = s.id", alias="t"
         ).whenMatchedUpdateAll().execute()
