@@ -127,21 +127,8 @@ def run_distributed_change(
         ) as lease:
             results = list(run(job))
             try:
-                changes = _checked(
-                    table, job, snapshot, results, operation, parameters, description
-                )
-                if changes is None:
-                    return MergeResult(None)
-                lease.check()
-                version = commit_parts(
-                    job.plan,
-                    [r.appended for r in results],
-                    txn=None,
-                    operation=operation,
-                    parameters={"writer_id": owner.replace(" ", "-")},
-                    writer_id=owner.replace(" ", "-"),
-                    partitioned=[f for r in results for f in r.partitioned],
-                    changes=changes,
+                return _commit(
+                    table, job, snapshot, results, lease, operation, parameters, description
                 )
             except CarbonLiteError as exc:
                 if not isinstance(exc, CommitStateUnknownError):  # nothing was committed
@@ -150,13 +137,42 @@ def run_distributed_change(
                     time.sleep(backoff(attempt))  # another row-level change won
                     continue
                 raise
-        return MergeResult(
-            version,
-            rows_updated=sum(r.updated for r in results),
-            rows_inserted=sum(r.inserted for r in results),
-            rows_deleted=sum(r.deleted for r in results),
-        )
     raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
+
+
+def _commit(
+    table: Table,
+    job: ChangeJob,
+    snapshot: Snapshot,
+    results: Sequence[ChangeTaskResult],
+    lease: Lease,
+    operation: str,
+    parameters: Mapping[str, str],
+    description: str,
+) -> MergeResult:
+    """Check the tasks' results and commit what they wrote in one version (nothing when they
+    wrote nothing)."""
+    changes = _checked(table, job, snapshot, results, operation, parameters, description)
+    if changes is None:
+        return MergeResult(None)
+    lease.check()
+    writer_id = f"{operation.lower()}-{job.token}"
+    version = commit_parts(
+        job.plan,
+        [r.appended for r in results],
+        txn=None,
+        operation=operation,
+        parameters={"writer_id": writer_id},
+        writer_id=writer_id,
+        partitioned=[f for r in results for f in r.partitioned],
+        changes=changes,
+    )
+    return MergeResult(
+        version,
+        rows_updated=sum(r.updated for r in results),
+        rows_inserted=sum(r.inserted for r in results),
+        rows_deleted=sum(r.deleted for r in results),
+    )
 
 
 def _discard(table: Table, job: ChangeJob, results: Sequence[ChangeTaskResult]) -> None:
