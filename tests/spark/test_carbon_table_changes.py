@@ -204,6 +204,14 @@ def test_update_all_insert_all_as_table_merge_does_with_the_same_change_feed(
             twin_feed.select(columns).sort_by([("id", "ascending"), ("_change_type", "ascending")])
         )
     )
+    # compaction sees the merged rows as it sees Table.merge's: the deleted ones stay deleted
+    for path in (table.path, twin.path):
+        t = cl.open_table(path)
+        t.finish_streaming()
+        t.handoff()
+        assert {s.status for s in t.segments()} >= {"COMPACTED"}
+    assert content(table.path) == content(twin.path)
+    assert cl.open_table(table.path).count_rows() == ROWS + 2 - 2
 
 
 def test_a_target_row_matched_twice_is_refused_and_a_merge_changing_nothing_commits_nothing(
