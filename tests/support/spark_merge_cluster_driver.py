@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from typing import Any
 
 
@@ -26,9 +25,8 @@ def main(argv: list[str]) -> int:
     import pyarrow as pa
 
     import carbonlite as cl
-    import carbonlite.spark
     from carbonlite.spark.merge_builder import CarbonMergeBuilder
-    from tests.support import REPO
+    from tests.support.spark_cluster_driver import finish, start_cluster
     from tests.support.spark_data import assert_same_rows, source_rows
 
     rows = spec["rows"]
@@ -44,20 +42,9 @@ def main(argv: list[str]) -> int:
     incoming = source_rows(rows - rows // 10, rows // 5)  # half match, half are new
     incoming = incoming.set_column(2, "v", pa.array([-1.0] * incoming.num_rows))
 
-    spark = carbonlite.spark.local_session(
-        "local-cluster[2,1,1024]",
-        app_name="carbonlite-merge-cluster-test",
-        config={
-            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
-            "spark.executorEnv.PYTHONPATH": str(REPO),
-        },
-    )
+    spark, executors = start_cluster("carbonlite-merge-cluster-test")
     sc = spark.sparkContext
-    status = sc._jsc.sc().getExecutorMemoryStatus
-    deadline = time.monotonic() + 120
-    while status().size() < 3 and time.monotonic() < deadline:  # the driver and 2 executors
-        time.sleep(0.5)
-    summary: dict[str, Any] = {"executors": status().size() - 1}
+    summary: dict[str, Any] = {"executors": executors}
     source = spark.createDataFrame(incoming.to_pylist(), "id long, k string, v double")
     sc.setJobGroup("merge", "the merge under test")
     result = (
@@ -74,21 +61,13 @@ def main(argv: list[str]) -> int:
         for stage in tracker.getJobInfo(job).stageIds
     ]
     summary["merge_tasks"] = sum(s.numCompletedTasks for s in stages if s is not None)
-    summary["worker_parents"] = len(
-        set(sc.parallelize(range(8), 8).map(lambda _: os.getppid()).collect())
-    )
     expected = tables["twin"].merge(incoming, ["id"])
     summary["expected"] = [expected.rows_updated, expected.rows_inserted]
-    try:
-        got = cl.open_table(tables["table"].path).to_arrow()
-        assert_same_rows(got, tables["twin"].to_arrow(), context="Spark merge vs Table.merge")
-        summary["same_rows"] = True
-    except AssertionError as exc:
-        summary["same_rows"] = False
-        summary["problem"] = str(exc)
-    spark.stop()
-    print(json.dumps(summary), flush=True)
-    return 0 if summary["same_rows"] else 1
+    got = cl.open_table(tables["table"].path).to_arrow()
+    twin = tables["twin"].to_arrow()
+    return finish(
+        spark, summary, lambda: assert_same_rows(got, twin, context="Spark merge vs Table.merge")
+    )
 
 
 if __name__ == "__main__":
