@@ -176,7 +176,8 @@ def _write_tasks(
 
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
-        attempt = ctx.attemptNumber() if ctx is not None else 0
+        # unique in the application: a resubmitted stage numbers its attempts from 0 again
+        attempt = ctx.taskAttemptId() if ctx is not None else 0
         schema = job.plan.schema
         result = write_changes(
             job, (relabel_from_spark(b, schema) for b in batches), task=task, attempt=attempt

@@ -16,8 +16,9 @@ committed once (the driver's side is :mod:`carbonlite.driver_changes`).
    (``row_changes.write_file_deletions``: the union with the vector before). It returns a
    :class:`ChangeTaskResult`: plain data, no rows.
 
-A retried or speculative attempt writes files of its own names; only the results of the
-attempts the engine kept reach the driver, and the others' files are left for ``recover``.
+A retried or speculative attempt writes files of its own names (the engine gives each
+attempt a number of its own: Spark's task attempt id); only the results of the attempts the
+engine kept reach the driver, and the others' files are left for ``recover``.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ ACTION_COLUMN = "_carbonlite_action"
 :data:`ACTION_INSERT`)."""
 
 ACTION_DELETE = 1
+"""The row at the location is deleted."""
 ACTION_UPDATE = 2
 """The row at the location is deleted and the row's values are written in its place."""
 ACTION_INSERT = 3
