@@ -303,6 +303,27 @@ def test_a_primary_key_table_keeps_one_row_per_key(spark: Any, tmp_path: Path) -
     assert cl.open_table(table.path).version == 2
 
 
+def test_a_partitioned_primary_key_table_moves_a_row_between_partitions(
+    spark: Any, tmp_path: Path
+) -> None:
+    keyed = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), ("v", pa.int64()), ("k", pa.string())]
+    )
+    table = cl.create_table(tmp_path / "t", keyed, primary_key=["id"], partition_by=["k"])
+    table.append(pa.table({"id": [1, 2, 3], "v": [10, 20, 30], "k": ["a", "a", "b"]}, schema=keyed))
+    src = spark.createDataFrame([(2, 22, "b"), (4, 44, "c")], DDL).alias("s")
+    got = result(
+        CarbonMergeBuilder(spark, table, src, "t.id = s.id", alias="t")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    assert (got["num_updated_rows"], got["num_inserted_rows"]) == (1, 1)
+    assert content(table.path) == {1: (10, "a"), 2: (22, "b"), 3: (30, "b"), 4: (44, "c")}
+    reopened = cl.open_table(table.path)
+    assert {p.value: p.rows for p in reopened.partitions()} == {("a",): 1, ("b",): 2, ("c",): 1}
+
+
 def _once_at_plan(action: Callable[[], None]) -> Callable[[str], None]:
     """A seam listener running ``action`` the first time a change has planned."""
     plans: list[str] = []
