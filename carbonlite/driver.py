@@ -26,7 +26,7 @@ from carbonlite.properties import TableProperties
 from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.table import Table
-from carbonlite.writer.append import AppendCommit, TableWriter
+from carbonlite.writer.append import AppendCommit, RowChanges, TableWriter, with_row_changes
 from carbonlite.writer.distributed import abort_parts
 from carbonlite.writer.partition_files import PartitionFile
 from carbonlite.writer.write_plan import WritePlan
@@ -79,17 +79,24 @@ def commit_parts(
     parameters: dict[str, str],
     writer_id: str,
     partitioned: Sequence[PartitionFile] = (),
+    changes: RowChanges | None = None,
 ) -> int | None:
     """Commit every part (and ``txn``) as one version; the version, or None when nothing was
     committed (nothing written, or ``txn`` was already there). ``partitioned``: the files
-    workers wrote per partition (:func:`write_partitioned_part`)."""
+    workers wrote per partition (:func:`write_partitioned_part`). ``changes``: rows the same
+    version deletes (a delete, update or merge whose tasks wrote the parts and the deletion
+    vectors, ``carbonlite/driver_changes.py``); the parts are then committed as written,
+    in a primary-key table too (the change checked its keys)."""
     appends = tuple(p for p in parts if p is not None)
-    if plan.skip or (not appends and not partitioned and not plan.overwrite):
+    deletes = changes is not None and bool(changes.deletions)
+    if plan.skip or (not appends and not partitioned and not plan.overwrite and not deletes):
         return None
     table = open_table(plan.uri, storage_options=plan.storage_options or None)
     if plan.partition_by:
-        return _commit_partitioned(table, plan, partitioned, txn, operation, parameters, writer_id)
-    if table.primary_key or table.partition_by:
+        return _commit_partitioned(
+            table, plan, partitioned, txn, operation, parameters, writer_id, changes
+        )
+    if (table.primary_key or table.partition_by) and changes is None:
         return _rewrite_parts(table, plan, appends, txn)
     writer = TableWriter(
         table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
@@ -103,9 +110,10 @@ def commit_parts(
         parameters=parameters,
         started_ms=plan.planned_ms,
     )
-    result, _ = writer.commit(
-        table.log, table.refresh().snapshot(), pending, read_version=plan.read_version
-    )
+    snapshot = table.refresh().snapshot()
+    if changes is not None:
+        pending = with_row_changes(pending, snapshot, changes)
+    result, _ = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
     return result.version
 
 
@@ -117,6 +125,7 @@ def _commit_partitioned(
     operation: str,
     parameters: dict[str, str],
     writer_id: str,
+    changes: RowChanges | None,
 ) -> int | None:
     """The workers' per-partition files, each committed to its partition's STREAMING segment
     (or a new one), all in one version; an overwrite replaces every partition, or with
@@ -151,6 +160,8 @@ def _commit_partitioned(
         partitions=new_segments,
         overwrite_partitions=replaced,
     )
+    if changes is not None:
+        pending = with_row_changes(pending, snapshot, changes)
     result, _ = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
     return result.version
 

@@ -31,7 +31,7 @@ SEAMS: dict[str, str] = {
     "checkpoint.after_document": "a checkpoint's document is written; _last_checkpoint has not moved",
     # writers (writer/append.py, writer/row_changes.py)
     "append.after_data": "an append's blocklets are written and synced; nothing is committed",
-    "row_change.after_plan": "a delete/update/merge read the rows it changes; no vector is written",
+    "row_change.after_plan": "a delete/update/merge read the rows it changes (run by Spark: pinned its snapshot); no vector is written",
     # maintenance (compaction/)
     "compaction.after_plan": "a handoff/compaction chose its inputs; no output is written",
     "compaction.after_execute": "a handoff/compaction wrote its outputs; nothing is committed",

@@ -69,6 +69,7 @@ __all__ = [
     "TableWriter",
     "lock_path",
     "owner_lock_paths",
+    "with_row_changes",
 ]
 
 _MAX_RELOCATIONS = 10
@@ -260,6 +261,24 @@ class AppendCommit:
             )
         )
         return actions
+
+
+def with_row_changes(
+    pending: AppendCommit, snapshot: Snapshot, changes: RowChanges
+) -> AppendCommit:
+    """``pending`` (blocklets other writers wrote) deleting ``changes``'s rows in the same
+    version, as :meth:`TableWriter.write` commits a delete, update or merge: a delete, update
+    or merge whose tasks ran elsewhere (``carbonlite/driver_changes.py``). The table's format
+    is raised in the same version when it has no deletion vectors yet."""
+    return replace(
+        pending,
+        deletions=changes.deletions,
+        deletions_read=changes.deletions_read,
+        exclusive=changes.exclusive,
+        row_level=changes.row_level,
+        parameters={**pending.parameters, **changes.parameters},
+        metadata=_format_for(snapshot, pending.metadata, changes, {}, ()),
+    )
 
 
 def _segment_order(segment_id: str) -> tuple[int, str]:

@@ -62,6 +62,7 @@ __all__ = [
     "row_changes",
     "select_rows",
     "write_deletions",
+    "write_file_deletions",
 ]
 
 DV_SUFFIX = ".dv"
@@ -225,26 +226,49 @@ def write_deletions(
     out = []
     for (sid, path), per_blocklet in sorted(selection.blocklets.items()):
         f = selection.snapshot.segments[sid].files[path]
-        dv_file = dv_path(path, token)
-        parts: list[bytes] = []
-        refs: list[DeletionRef] = []
-        size = 0
-        for offset, (rows, positions) in sorted(per_blocklet.items()):
-            vector = DeletionVector.of(np.concatenate(positions), rows)
-            old = f.deletions.get(offset)
-            if old is not None:
-                vector = vector.union(reader.deletion_vector(old, rows))
-            blob = vector.encode()
-            refs.append(DeletionRef(offset, dv_file, size, len(blob), vector.cardinality))
-            parts.append(blob)
-            size += len(blob)
-        if not storage.put_if_absent(storage.join(root, dv_file), b"".join(parts)):
-            raise CommitConflictError(
-                f"deletion-vector file {dv_file!r} exists already (a name clash); nothing was "
-                "committed, run the operation again"
-            )
-        out.append(RowsDeleted(sid, path, tuple(refs), size))
+        blocklets = {
+            offset: (rows, np.concatenate(positions))
+            for offset, (rows, positions) in per_blocklet.items()
+        }
+        out.append(
+            write_file_deletions(storage, root, reader, sid, path, blocklets, f.deletions, token)
+        )
     return tuple(out)
+
+
+def write_file_deletions(
+    storage: Storage,
+    root: str,
+    reader: SplitReader,
+    segment_id: str,
+    path: str,
+    blocklets: Mapping[int, tuple[int, np.ndarray]],
+    before: Mapping[int, DeletionRef],
+    token: str,
+) -> RowsDeleted:
+    """Write the deletion-vector file of one data file (:func:`dv_path`): for each blocklet
+    (offset -> (its rows, positions newly deleted)), the union with the vector ``before``
+    holds for it. Used by :func:`write_deletions` on one machine and by the tasks of a
+    distributed change (``writer/distributed_changes.py``)."""
+    dv_file = dv_path(path, token)
+    parts: list[bytes] = []
+    refs: list[DeletionRef] = []
+    size = 0
+    for offset, (rows, positions) in sorted(blocklets.items()):
+        vector = DeletionVector.of(positions, rows)
+        old = before.get(offset)
+        if old is not None:
+            vector = vector.union(reader.deletion_vector(old, rows))
+        blob = vector.encode()
+        refs.append(DeletionRef(offset, dv_file, size, len(blob), vector.cardinality))
+        parts.append(blob)
+        size += len(blob)
+    if not storage.put_if_absent(storage.join(root, dv_file), b"".join(parts)):
+        raise CommitConflictError(
+            f"deletion-vector file {dv_file!r} exists already (a name clash); nothing was "
+            "committed, run the operation again"
+        )
+    return RowsDeleted(segment_id, path, tuple(refs), size)
 
 
 def discard_deletions(storage: Storage, root: str, deletions: Sequence[RowsDeleted]) -> None:

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -23,8 +24,6 @@ def main(argv: list[str]) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     import pyarrow as pa
 
-    import carbonlite.spark
-    from tests.support import REPO
     from tests.support.spark_data import SOURCE_DDL, assert_same_rows, write_source_files
 
     source = os.path.join(spec["dir"], "source")
@@ -32,19 +31,8 @@ def main(argv: list[str]) -> int:
     files = write_source_files(source, spec["files"], spec["rows"])
     expected = pa.concat_tables(files)
 
-    spark = carbonlite.spark.local_session(
-        "local-cluster[2,1,1024]",
-        app_name="carbonlite-cluster-test",
-        config={
-            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
-            "spark.executorEnv.PYTHONPATH": str(REPO),
-        },
-    )
-    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
-    deadline = time.monotonic() + 120
-    while status().size() < 3 and time.monotonic() < deadline:  # the driver and 2 executors
-        time.sleep(0.5)
-    summary: dict[str, Any] = {"executors": status().size() - 1}
+    spark, executors = start_cluster("carbonlite-cluster-test")
+    summary: dict[str, Any] = {"executors": executors}
     query = (
         spark.readStream.schema(SOURCE_DDL)
         .option("maxFilesPerTrigger", 1)
@@ -68,12 +56,41 @@ def main(argv: list[str]) -> int:
     summary["filtered_rows"] = df.where(f"id >= {low} and id < {high}").count()
     # The same DataFrame again without a filter: by default it reads every row (issue 12).
     summary["rows_after_filter"] = df.count()
-    # The Python workers' parents: one pyspark daemon per executor JVM.
+    return finish(
+        spark,
+        summary,
+        lambda: assert_same_rows(got, expected, context="spark.read on local-cluster"),
+    )
+
+
+def start_cluster(app_name: str) -> tuple[Any, int]:
+    """A session on ``local-cluster[2,1,1024]`` once its executors are up, and how many are."""
+    import carbonlite.spark
+    from tests.support import REPO
+
+    spark = carbonlite.spark.local_session(
+        "local-cluster[2,1,1024]",
+        app_name=app_name,
+        config={
+            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+            "spark.executorEnv.PYTHONPATH": str(REPO),
+        },
+    )
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
+    deadline = time.monotonic() + 120
+    while status().size() < 3 and time.monotonic() < deadline:  # the driver and 2 executors
+        time.sleep(0.5)
+    return spark, status().size() - 1
+
+
+def finish(spark: Any, summary: dict[str, Any], check: Callable[[], None]) -> int:
+    """Record the Python workers' parents (one pyspark daemon per executor JVM) and whether
+    ``check`` passed, stop Spark and print ``summary`` as one JSON line; the exit code."""
     summary["worker_parents"] = len(
         set(spark.sparkContext.parallelize(range(8), 8).map(lambda _: os.getppid()).collect())
     )
     try:
-        assert_same_rows(got, expected, context="spark.read on local-cluster")
+        check()
         summary["same_rows"] = True
     except AssertionError as exc:
         summary["same_rows"] = False

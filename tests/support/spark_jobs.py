@@ -35,6 +35,7 @@ KILL_FILES = 4
 KILL_ROWS = 50
 CLUSTER_FILES = 3
 CLUSTER_ROWS = 400
+MERGE_CLUSTER_ROWS = 2_000
 DEMO_ROWS = 20_000
 DEMO_JSON_ROWS = 2_000
 
@@ -56,6 +57,12 @@ def cluster_driver(directory: Path) -> list[str]:
     """tests/support/spark_cluster_driver.py on ``local-cluster[2,1,1024]``."""
     spec = {"dir": str(directory), "files": CLUSTER_FILES, "rows": CLUSTER_ROWS}
     return [sys.executable, "-m", "tests.support.spark_cluster_driver", json.dumps(spec)]
+
+
+def merge_cluster_driver(directory: Path) -> list[str]:
+    """tests/support/spark_merge_cluster_driver.py on ``local-cluster[2,1,1024]``."""
+    spec = {"dir": str(directory), "rows": MERGE_CLUSTER_ROWS}
+    return [sys.executable, "-m", "tests.support.spark_merge_cluster_driver", json.dumps(spec)]
 
 
 def demo(directory: Path) -> list[str]:
@@ -85,6 +92,7 @@ def demo_json(directory: Path) -> list[str]:
 JOBS: dict[str, Callable[[Path], list[str]]] = {
     "kill_driver": kill_driver,
     "cluster_driver": cluster_driver,
+    "merge_cluster_driver": merge_cluster_driver,
     "demo": demo,
     "demo_json": demo_json,
 }

@@ -1,0 +1,325 @@
+"""``merge`` from Spark with delta-spark's builder (``DeltaMergeBuilder``'s names and
+semantics), run on the executors by ``carbonlite/spark/row_change_job.py``.
+
+    (CarbonMergeBuilder(spark, table, updates.alias("s"), "t.id = s.id", alias="t")
+        .whenMatchedUpdate(set={"v": "s.v"})
+        .whenNotMatchedInsertAll()
+        .execute())
+
+The target (aliased ``alias``) is joined with the source on the condition: an inner join,
+or an outer one when a not-matched or not-matched-by-source clause needs the rows without a
+partner. For each joined row the clauses of its kind are tried in the order given and the
+first whose condition holds applies; a row no clause applies to is left as it is. A target
+row that two source rows match and a matched clause would update or delete refuses the
+merge (:class:`~carbonlite.errors.DuplicateKeyError`): which source row wins would be
+arbitrary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from carbonlite.errors import InvalidOptionError, SchemaMismatchError
+from carbonlite.spark.row_change_job import (
+    ExprLike,
+    expression,
+    kept_columns,
+    referenced_columns,
+    run_change,
+    text_of,
+    value_columns,
+)
+from carbonlite.spark.types import spark_schema as spark_schema_of
+from carbonlite.table import Table
+from carbonlite.writer.distributed_changes import (
+    ACTION_COLUMN,
+    ACTION_DELETE,
+    ACTION_INSERT,
+    ACTION_UPDATE,
+    BLOCKLET_COLUMN,
+    FILE_COLUMN,
+    POSITION_COLUMN,
+)
+
+__all__ = ["CarbonMergeBuilder"]
+
+_SOURCE = "_carbonlite_source"
+"""A column of the source that is never null: null after the join means no source row."""
+_CLAUSE = "_carbonlite_clause"
+
+_Kind = Literal["matched", "not matched", "not matched by source"]
+_ALL: Literal["*"] = "*"
+
+
+@dataclass(frozen=True)
+class _Clause:
+    kind: _Kind
+    action: Literal["update", "delete", "insert"]
+    condition: ExprLike | None
+    values: Mapping[str, ExprLike] | Literal["*"] | None
+
+    def describe(self) -> str:
+        what = {"update": "UPDATE", "delete": "DELETE", "insert": "INSERT"}[self.action]
+        if self.values == _ALL:
+            what += " *"
+        elif self.values:
+            what += f" ({', '.join(self.values)})"
+        cond = f" AND {text_of(self.condition)}" if self.condition is not None else ""
+        return f"WHEN {self.kind.upper()}{cond} THEN {what}"
+
+
+_NAME = r"(?:`?\w+`?\.)?`?(\w+)`?"
+_EQUAL = re.compile(rf"^{_NAME}\s*=\s*{_NAME}$")
+_EQUAL_CALL = re.compile(rf"^=\({_NAME},\s*{_NAME}\)$")
+"""``t.id = s.id`` as SQL, and as a Column prints it (``=(t.id, s.id)``)."""
+
+
+def _enclosed(text: str) -> bool:
+    """Whether ``text`` is one parenthesized whole: ``(a = b)``, not ``(a) AND (b)``."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for ch in text[:-1]:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return False
+    return True
+
+
+def _terms(condition: str) -> list[str]:
+    """The conjuncts of ``condition``: split at AND in SQL, or ``and(a, b)`` as a Column
+    prints it."""
+    text = condition.strip()
+    while _enclosed(text):
+        text = text[1:-1].strip()
+    if text.startswith("and(") and text.endswith(")"):
+        inner, depth = text[4:-1], 0
+        for n, ch in enumerate(inner):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if ch == "," and depth == 0:
+                return _terms(inner[:n]) + _terms(inner[n + 1 :])
+    parts = re.split(r"\s+AND\s+", text, flags=re.IGNORECASE)
+    return [text] if len(parts) == 1 else [t for p in parts for t in _terms(p)]
+
+
+def equi_keys(condition: str, columns: Sequence[str]) -> list[str]:
+    """The columns a merge condition matches by equality, when it is nothing else: ``t.id =
+    s.id AND t.day = s.day`` gives ``["id", "day"]`` (what ``Table.merge`` records as ``on``
+    and the change feed pairs updates by); anything else gives ``[]``."""
+    keys = []
+    for term in _terms(condition):
+        match = _EQUAL.match(term) or _EQUAL_CALL.match(term)
+        if match is None or match.group(1) != match.group(2) or match.group(1) not in columns:
+            return []
+        keys.append(match.group(1))
+    return keys
+
+
+class CarbonMergeBuilder:
+    """Builds a merge of ``source`` into ``table`` on ``condition`` (delta-spark's
+    ``DeltaMergeBuilder``); :meth:`execute` runs it."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        table: Table,
+        source: DataFrame,
+        condition: str | Column,
+        *,
+        alias: str | None = None,
+    ) -> None:
+        self._spark = spark
+        self._table = table
+        self._source = source
+        self._where = f"merge into {table.path!r} on {text_of(condition)}"
+        self._condition = expression(condition, "merge condition", self._where)
+        self._condition_text = text_of(condition)
+        self._alias = alias
+        self._clauses: list[_Clause] = []
+
+    def _add(self, clause: _Clause) -> CarbonMergeBuilder:
+        if clause.condition is not None:
+            expression(clause.condition, "clause condition", self._where)
+        if isinstance(clause.values, Mapping):
+            value_columns(
+                self._table,
+                clause.values,
+                "set" if clause.action == "update" else "values",
+                self._where,
+            )
+        self._clauses.append(clause)
+        return self
+
+    def whenMatchedUpdate(
+        self, condition: ExprLike | None = None, set: Mapping[str, ExprLike] | None = None
+    ) -> CarbonMergeBuilder:
+        """Update matched target rows (where ``condition`` holds) with ``set``."""
+        return self._add(_Clause("matched", "update", condition, self._given(set, "set")))
+
+    def whenMatchedUpdateAll(self, condition: ExprLike | None = None) -> CarbonMergeBuilder:
+        """Update matched target rows with every column of the source row."""
+        return self._add(_Clause("matched", "update", condition, _ALL))
+
+    def whenMatchedDelete(self, condition: ExprLike | None = None) -> CarbonMergeBuilder:
+        """Delete matched target rows (where ``condition`` holds)."""
+        return self._add(_Clause("matched", "delete", condition, None))
+
+    def whenNotMatchedInsert(
+        self, condition: ExprLike | None = None, values: Mapping[str, ExprLike] | None = None
+    ) -> CarbonMergeBuilder:
+        """Insert source rows no target row matches with ``values`` (other columns null)."""
+        return self._add(_Clause("not matched", "insert", condition, self._given(values, "values")))
+
+    def whenNotMatchedInsertAll(self, condition: ExprLike | None = None) -> CarbonMergeBuilder:
+        """Insert source rows no target row matches, every column from the source."""
+        return self._add(_Clause("not matched", "insert", condition, _ALL))
+
+    def whenNotMatchedBySourceUpdate(
+        self, condition: ExprLike | None = None, set: Mapping[str, ExprLike] | None = None
+    ) -> CarbonMergeBuilder:
+        """Update target rows no source row matches with ``set``."""
+        return self._add(
+            _Clause("not matched by source", "update", condition, self._given(set, "set"))
+        )
+
+    def whenNotMatchedBySourceDelete(self, condition: ExprLike | None = None) -> CarbonMergeBuilder:
+        """Delete target rows no source row matches (where ``condition`` holds)."""
+        return self._add(_Clause("not matched by source", "delete", condition, None))
+
+    def _given(self, values: Mapping[str, ExprLike] | None, what: str) -> Mapping[str, ExprLike]:
+        if values is None:
+            raise InvalidOptionError(
+                f"{self._where}: the clause needs {what}=, a map of the table's columns to SQL "
+                "expressions or Columns (or use the ...All form)"
+            )
+        return values
+
+    def execute(self) -> DataFrame:
+        """Run the merge; a one-row DataFrame of num_affected_rows, num_updated_rows,
+        num_deleted_rows, num_inserted_rows and the committed version (null: nothing
+        changed)."""
+        if not self._clauses:
+            raise InvalidOptionError(
+                f"{self._where}: give at least one clause (whenMatchedUpdate, "
+                "whenNotMatchedInsert, ...) before execute()"
+            )
+        self._check_order()
+        kinds = {c.kind for c in self._clauses}
+        parameters = {
+            "condition": self._condition_text,
+            "clauses": "; ".join(c.describe() for c in self._clauses),
+        }
+        keys = equi_keys(self._condition_text, self._table.schema.names)
+        if keys:  # the change feed pairs deletes and inserts of one key as an update
+            parameters["on"] = ",".join(keys)
+        return run_change(
+            self._spark,
+            self._table,
+            self._changes,
+            operation="MERGE",
+            parameters=parameters,
+            description=self._where,
+            inserts="not matched" in kinds,
+            columns=self._target_columns(),
+        )
+
+    def _target_columns(self) -> list[str] | None:
+        """The table's columns the merge reads: those its condition, clause conditions and
+        values name, and those an update clause leaves as they are (None: all)."""
+        expressions: list[ExprLike | None] = [self._condition_text]
+        for clause in self._clauses:
+            expressions.append(clause.condition)
+            if isinstance(clause.values, Mapping):
+                expressions.extend(clause.values.values())
+        found = referenced_columns(self._table, expressions)
+        for clause in self._clauses:
+            if clause.action == "update" and isinstance(clause.values, Mapping):
+                found = kept_columns(found, self._table, clause.values)
+        return found
+
+    def _check_order(self) -> None:
+        """As in Delta: of several clauses of one kind, only the last may have no condition
+        (the ones after it could never apply)."""
+        for kind in ("matched", "not matched", "not matched by source"):
+            clauses = [c for c in self._clauses if c.kind == kind]
+            if any(c.condition is None for c in clauses[:-1]):
+                raise InvalidOptionError(
+                    f"{self._where}: of the {kind.upper()} clauses only the last may omit its "
+                    "condition (the clauses after an unconditional one could never apply)"
+                )
+
+    def _changes(self, target: DataFrame) -> DataFrame:
+        """The changed rows of the merge: the join, each row's clause, its action and values."""
+        # a sort-merge join: Spark would otherwise take the target (read by mapInArrow, of
+        # unknown size) for small and broadcast it, collecting it on the driver; a source
+        # hinted with broadcast() still wins
+        target = target.hint("merge")
+        t = target.alias(self._alias) if self._alias else target
+        s = self._source.withColumn(_SOURCE, F.lit(True))
+        kinds = {c.kind for c in self._clauses}
+        insert, by_source = "not matched" in kinds, "not matched by source" in kinds
+        how = {
+            (False, False): "inner",
+            (True, False): "right_outer",
+            (False, True): "left_outer",
+            (True, True): "full_outer",
+        }[(insert, by_source)]
+        joined = t.join(s, on=self._condition, how=how)
+        has_target, has_source = t[FILE_COLUMN].isNotNull(), s[_SOURCE].isNotNull()
+        which: dict[str, Column] = {
+            "matched": has_target & has_source,
+            "not matched": ~has_target,
+            "not matched by source": ~has_source,
+        }
+        chosen: Column | None = None
+        for number, clause in enumerate(self._clauses):
+            holds = which[clause.kind]
+            if clause.condition is not None:
+                holds = holds & expression(clause.condition, "clause condition", self._where)
+            chosen = (F if chosen is None else chosen).when(holds, F.lit(number))
+        assert chosen is not None  # execute() refuses a merge without clauses
+        decided = joined.withColumn(_CLAUSE, chosen).where(F.col(_CLAUSE).isNotNull())
+        codes = {"delete": ACTION_DELETE, "update": ACTION_UPDATE, "insert": ACTION_INSERT}
+        action: Column | None = None
+        for number, clause in enumerate(self._clauses):
+            code = F.lit(codes[clause.action])
+            action = (F if action is None else action).when(F.col(_CLAUSE) == number, code)
+        located = [t[FILE_COLUMN], t[BLOCKLET_COLUMN], t[POSITION_COLUMN]]
+        assert action is not None
+        return decided.select(*located, action.alias(ACTION_COLUMN), *self._values(t, s))
+
+    def _values(self, t: DataFrame, s: DataFrame) -> list[Column]:
+        """Each table column's value in the row written: the clause's value, else the target's
+        (an update) or null (an insert)."""
+        fields = spark_schema_of(self._table.schema).fields
+        out = []
+        for field in fields:
+            value: Column | None = None
+            for number, clause in enumerate(self._clauses):
+                if clause.action == "delete":
+                    continue
+                given = self._value(clause, field.name, t, s)
+                value = (F if value is None else value).when(F.col(_CLAUSE) == number, given)
+            value = F.lit(None) if value is None else value
+            out.append(value.cast(field.dataType).alias(field.name))
+        return out
+
+    def _value(self, clause: _Clause, name: str, t: DataFrame, s: DataFrame) -> Column:
+        if clause.values == _ALL:
+            if name not in self._source.columns:
+                raise SchemaMismatchError(
+                    f"{self._where}: {clause.describe()} needs the source to have every column "
+                    f"of the table; it lacks {name!r}",
+                    [f"the source's columns are {self._source.columns}"],
+                )
+            return s[name]
+        assert isinstance(clause.values, Mapping)
+        if name in clause.values:
+            return expression(clause.values[name], f"value of {name!r}", self._where)
+        return t[name] if clause.action == "update" else F.lit(None)
