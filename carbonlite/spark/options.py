@@ -45,6 +45,7 @@ OPTIONS: dict[Route, tuple[str, ...]] = {
         "txnAppId",
         "txnVersion",
         "carbonlite.saveMode",
+        "carbonlite.sessionPartitionOverwriteMode",
     ),
     "writeStream": (*_COMMON, "sortColumns", "partitionBy", "txnAppId", "checkpointLocation"),
 }

@@ -280,11 +280,19 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
 
 
 def _dynamic_overwrite(options: SparkOptions) -> bool:
-    mode = (options.get("partitionOverwriteMode") or "static").lower()
+    """The write option ``partitionOverwriteMode``, else the session's
+    ``spark.sql.sources.partitionOverwriteMode`` (passed on by ``spark/patches.py``), else
+    static: the precedence of Spark's file sources."""
+    given = options.get("partitionOverwriteMode")
+    source = "option partitionOverwriteMode"
+    if given is None:
+        given = options.get("carbonlite.sessionPartitionOverwriteMode")
+        source = "session setting spark.sql.sources.partitionOverwriteMode"
+    mode = (given or "static").lower()
     if mode not in ("static", "dynamic"):
         raise InvalidOptionError(
-            f"option partitionOverwriteMode={mode!r} must be 'static' (an overwrite replaces "
-            "the whole table) or 'dynamic' (only the partitions it writes)"
+            f"{source}={given!r} must be 'static' (an overwrite replaces the whole table) or "
+            "'dynamic' (only the partitions it writes)"
         )
     return mode == "dynamic"
 
