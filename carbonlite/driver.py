@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.clock import now_ms
+from carbonlite.compaction.auto import auto_compact
 from carbonlite.create import open_table
 from carbonlite.metadata import BlockletsAppended, TxnMarker
 from carbonlite.properties import TableProperties
@@ -87,15 +88,39 @@ def commit_parts(
     if plan.skip or (not appends and not partitioned and not plan.overwrite):
         return None
     table = open_table(plan.uri, storage_options=plan.storage_options or None)
+    if table.primary_key or (table.partition_by and not plan.partition_by):
+        return _rewrite_parts(table, plan, appends, txn)  # the table's own writer compacts
     if plan.partition_by:
-        return _commit_partitioned(table, plan, partitioned, txn, operation, parameters, writer_id)
-    if table.primary_key or table.partition_by:
-        return _rewrite_parts(table, plan, appends, txn)
+        version = _commit_partitioned(
+            table, plan, partitioned, txn, operation, parameters, writer_id
+        )
+    else:
+        version = _commit_appends(table, plan, appends, txn, operation, parameters, writer_id)
+    if version is not None:
+        auto_compact(
+            table.log,
+            table.refresh().snapshot(),
+            storage_options=table.storage_options,
+            writer_id=writer_id,
+        )
+    return version
+
+
+def _commit_appends(
+    table: Table,
+    plan: WritePlan,
+    appends: Sequence[BlockletsAppended],
+    txn: TxnMarker | None,
+    operation: str,
+    parameters: dict[str, str],
+    writer_id: str,
+) -> int | None:
+    """The workers' parts of an unpartitioned table, in one version."""
     writer = TableWriter(
         table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
     )
     pending = AppendCommit(
-        appends=appends,
+        appends=tuple(appends),
         new_segments=frozenset({plan.segment_id}) if plan.new_segment and appends else frozenset(),
         txn=txn,
         overwrite=plan.overwrite,
