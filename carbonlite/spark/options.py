@@ -39,6 +39,7 @@ OPTIONS: dict[Route, tuple[str, ...]] = {
         "sortColumns",
         "partitionBy",
         "partitionOverwriteMode",
+        "replaceWhere",
         "publish",
         "publishToken",
         "publishState",

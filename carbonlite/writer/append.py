@@ -67,6 +67,7 @@ __all__ = [
     "CommitResult",
     "RowChanges",
     "TableWriter",
+    "format_for",
     "lock_path",
     "owner_lock_paths",
 ]
@@ -454,7 +455,7 @@ class TableWriter:
         and commit it."""
         schema, metadata, parts = _incoming(log, snapshot, data, merge_schema, parts)
         written = self._write_parts(snapshot, schema, parts, overwrite=overwrite or fresh)
-        metadata = _format_for(snapshot, metadata, changes, written.hashes, states)
+        metadata = format_for(snapshot, metadata, changes, written.hashes, states)
         if (
             not written.appends
             and not overwrite
@@ -743,7 +744,7 @@ def _replaced(
     return None
 
 
-def _format_for(
+def format_for(
     snapshot: Snapshot,
     metadata: tuple[TableMetadata, TableMetadata] | None,
     changes: RowChanges,

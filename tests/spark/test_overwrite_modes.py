@@ -82,3 +82,100 @@ def test_partition_overwrite_mode_session_and_option(
     else:
         expected = canon(NEW_US)
     assert got == sorted(expected)
+
+
+# --- replaceWhere -----------------------------------------------------------------------------
+
+DAYS = pa.schema([("day", pa.date32()), ("id", pa.int64()), ("v", pa.string())])
+JANUARY = "day >= '2026-01-01' AND day < '2026-02-01'"
+
+
+def days(pairs: list[tuple[str, int]], tag: str) -> pa.Table:
+    import datetime
+
+    return pa.table(
+        {
+            "day": [datetime.date.fromisoformat(d) for d, _ in pairs],
+            "id": [i for _, i in pairs],
+            "v": [f"{tag}{i}" for _, i in pairs],
+        },
+        DAYS,
+    )
+
+
+def day_rows(t: pa.Table) -> list[tuple[Any, ...]]:
+    return sorted((str(r["day"]), r["id"], r["v"]) for r in t.to_pylist())
+
+
+OLD = days(
+    [("2025-12-31", 1), ("2026-01-01", 2), ("2026-01-15", 3), ("2026-01-31", 4), ("2026-02-01", 5)],
+    "old",
+)
+NEW = days([("2026-01-02", 10), ("2026-01-20", 11)], "new")
+
+
+def day_frame(spark: Any, data: pa.Table) -> Any:
+    return spark.createDataFrame(data.to_pylist(), "day date, id long, v string").repartition(2)
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "by-month"])
+def test_replace_where_replaces_the_matching_rows_in_one_version(
+    spark: Any, tmp_path: Path, partitioned: bool
+) -> None:
+    path = str(tmp_path / "t")
+    # partitioned by month: January's partition matches wholly, the others not at all;
+    # unpartitioned: one file whose rows match partly (deletion vectors)
+    cl.create_table(path, DAYS, partition_by=["month(day)"] if partitioned else [])
+    before = cl.open_table(path).append(OLD).version
+    (
+        day_frame(spark, NEW)
+        .write.format("carbonlite")
+        .mode("overwrite")
+        .option("replaceWhere", JANUARY)
+        .save(path)
+    )
+    t = cl.open_table(path)
+    assert t.version == before + 1, "the deletes and the inserts are one version"
+    january = [r for r in day_rows(OLD) if r[0].startswith("2026-01")]
+    kept = [r for r in day_rows(OLD) if r not in january]
+    assert day_rows(t.to_arrow()) == sorted(kept + day_rows(NEW))
+    feed = t.changes(t.version)
+    deleted = feed.filter(pa.compute.field("_change_type") == "delete")
+    inserted = feed.filter(pa.compute.field("_change_type") == "insert")
+    assert day_rows(deleted.select(DAYS.names)) == january
+    assert day_rows(inserted.select(DAYS.names)) == day_rows(NEW)
+    assert t.history(1)[0].parameters["replaceWhere"] == JANUARY
+
+
+def test_replace_where_refuses_rows_outside_the_predicate(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    cl.create_table(path, DAYS)
+    version = cl.open_table(path).append(OLD).version
+    stray = pa.concat_tables([NEW, days([("2026-03-01", 12)], "new")])
+    with pytest.raises(Exception, match="ReplaceWhereMismatchError") as info:
+        (
+            day_frame(spark, stray)
+            .write.format("carbonlite")
+            .mode("overwrite")
+            .option("replaceWhere", JANUARY)
+            .save(path)
+        )
+    assert "2026-03-01" in str(info.value) and "must all match" in str(info.value)
+    t = cl.open_table(path)
+    assert t.version == version and day_rows(t.to_arrow()) == day_rows(OLD)
+
+
+def test_replace_where_option_errors(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    cl.create_table(path, DAYS)
+    cl.open_table(path).append(OLD)
+    for mode, predicate, needle in [
+        ("append", JANUARY, "needs mode\\('overwrite'\\)"),
+        ("overwrite", "day >= ", "expected a literal"),
+        ("overwrite", "nope = 1", "does not have"),
+    ]:
+        with pytest.raises(Exception, match=needle):
+            day_frame(spark, NEW).write.format("carbonlite").mode(mode).option(
+                "replaceWhere", predicate
+            ).save(path)
+    assert day_rows(cl.open_table(path).to_arrow()) == day_rows(OLD)
