@@ -226,7 +226,7 @@ PROPERTIES: dict[str, PropertySpec] = {
         "compact minor",
     ),
     "auto_compaction_min_files": PropertySpec(
-        "8",
+        "16",
         _positive_int,
         "auto compaction closes and hands off a STREAMING segment holding more files than this",
     ),
