@@ -1,7 +1,7 @@
 """Auto compaction of a partitioned Spark stream: files per partition and throughput.
 
     python benchmarks/bench_spark_partitioned.py [--batches 100] [--rows-per-batch 12]
-        [--partitions 10] [--rounds 4] [--output PATH]
+        [--partitions 10] [--rounds 4] [--without-spark] [--output PATH]
 
 Two streams read the same Parquet files (one file per micro-batch: ``maxFilesPerTrigger=1``,
 ``trigger(availableNow=True)``) into two new tables partitioned by ``part`` (``--partitions``
@@ -13,6 +13,10 @@ queries restart from their checkpoints and consume that round's files, in altern
 files per partition of each table's live segments after all batches, and rows per second of
 each stream (every round's rows over every round's time, start() to the end of
 awaitTermination()), with the auto/plain ratio per round and overall.
+
+``--without-spark`` first times the same commits through the sinks' core path alone
+(``plan_write``, one task's ``write_partitioned_part``, ``driver.commit_parts``), also
+interleaved: milliseconds per commit with and without auto compaction, free of Spark's noise.
 
 Written to ``benchmarks/results/spark-partitioned.json``.
 """
@@ -91,6 +95,76 @@ def files_per_partition(path: Path) -> dict[str, int]:
     return dict(counts)
 
 
+def core_round(path: Path, first: int, batches: int, rows: int, partitions: int) -> float:
+    """``batches`` commits through the Spark sinks' own core path without Spark (plan on the
+    driver, one task's per-partition files, ``driver.commit_parts``); seconds."""
+    from carbonlite.driver import commit_parts, plan_write
+    from carbonlite.metadata import TxnMarker
+    from carbonlite.writer.distributed import write_partitioned_part
+
+    table = open_table(str(path))
+    start = time.perf_counter()
+    for b in range(first, first + batches):
+        plan = plan_write(table, overwrite=False)
+        ids = list(range(b * rows, (b + 1) * rows))
+        batch = pa.record_batch(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "part": [f"p{i % partitions:02d}" for i in ids],
+                "value": [i * 0.5 for i in ids],
+            }
+        )
+        files = write_partitioned_part(
+            plan, [batch], tag="core", partition=0, attempt=0, app_id="core", batch_id=b
+        )
+        commit_parts(
+            plan,
+            [None],
+            txn=TxnMarker("core", b),
+            operation="STREAMING UPDATE",
+            parameters={},
+            writer_id="core-driver",
+            partitioned=files,
+        )
+    return time.perf_counter() - start
+
+
+def without_spark(args: argparse.Namespace) -> dict[str, Any]:
+    """The same comparison through the core path alone (``--without-spark``)."""
+    from carbonlite import create_table
+
+    work = Path(tempfile.mkdtemp(prefix="carbonlite-bench-partitioned-core-"))
+    schema = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.float64())])
+    seconds = dict.fromkeys(CASES, 0.0)
+    try:
+        for case, options in CASES.items():
+            props = {k.removeprefix("property."): v for k, v in options.items()}
+            create_table(str(work / case), schema, partition_by=["part"], properties=props)
+        per_round = -(-args.batches // args.rounds)
+        for r in range(args.rounds):
+            first = r * per_round
+            n = min(per_round, args.batches - first)
+            for case in list(CASES) if r % 2 == 0 else list(reversed(CASES)):
+                seconds[case] += core_round(
+                    work / case, first, n, args.rows_per_batch, args.partitions
+                )
+        out: dict[str, Any] = {}
+        for case in CASES:
+            counts = files_per_partition(work / case)
+            out[case] = {
+                "seconds": seconds[case],
+                "ms_per_commit": 1000 * seconds[case] / args.batches,
+                "files_per_partition_max": max(counts.values()),
+            }
+            print(
+                f"{case:>5} (without Spark): {out[case]['ms_per_commit']:.1f} ms per commit, "
+                f"files per partition max {out[case]['files_per_partition_max']}"
+            )
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--batches", type=int, default=100)
@@ -98,7 +172,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--partitions", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--without-spark",
+        action="store_true",
+        help="also time the same commits through driver.commit_parts without Spark",
+    )
     args = parser.parse_args(argv)
+    core = without_spark(args) if args.without_spark else None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     import carbonlite.spark
@@ -157,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             if results[case]["rows"] != expected:
                 raise RuntimeError(f"{case}: {results[case]['rows']} rows, expected {expected}")
         results["throughput_ratio"] = results["auto"]["rows_per_s"] / results["plain"]["rows_per_s"]
+        if core is not None:
+            results["without_spark"] = core
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
