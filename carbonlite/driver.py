@@ -108,13 +108,10 @@ def commit_parts(
         build = _partitioned_commit(plan, partitioned, txn, operation, parameters)
     else:
         build = _appends_commit(plan, appends, txn, operation, parameters)
-    version = _commit(table, plan, build, writer_id)
-    if version is not None:
+    version, snapshot = _commit(table, plan, build, writer_id)
+    if version is not None and TableProperties(snapshot.properties).auto_compaction:
         auto_compact(
-            table.log,
-            table.refresh().snapshot(),
-            storage_options=table.storage_options,
-            writer_id=writer_id,
+            table.log, snapshot, storage_options=table.storage_options, writer_id=writer_id
         )
     return version
 
@@ -124,7 +121,7 @@ def _commit(
     plan: WritePlan,
     build: Callable[[Snapshot, TableWriter], AppendCommit],
     writer_id: str,
-) -> int | None:
+) -> tuple[int | None, Snapshot]:
     """Commit what ``build`` makes of the workers' parts on the newest snapshot; with
     ``replaceWhere``, together with the deletion of the rows its predicate keeps."""
     writer = TableWriter(
@@ -134,8 +131,8 @@ def _commit(
         return _commit_replacing(table, plan.replace_where, build, writer)
     snapshot = table.refresh().snapshot()
     pending = build(snapshot, writer)
-    result, _ = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
-    return result.version
+    result, snapshot = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
+    return result.version, snapshot
 
 
 def _commit_replacing(
@@ -143,7 +140,7 @@ def _commit_replacing(
     predicate: str,
     build: Callable[[Snapshot, TableWriter], AppendCommit],
     writer: TableWriter,
-) -> int | None:
+) -> tuple[int | None, Snapshot]:
     """Delta's ``replaceWhere``: the rows ``predicate`` keeps are deleted by deletion vectors
     (``writer/row_changes.py``) in the version that adds the parts; planned again when a
     concurrent row-level change took those rows first."""
@@ -182,7 +179,7 @@ def _commit_replacing(
                     row_level=True,
                 )
                 try:
-                    result, _ = writer.commit(table.log, snapshot, pending)
+                    result, snapshot = writer.commit(table.log, snapshot, pending)
                 except CommitConflictError as exc:
                     discard_deletions(storage, root, changes.deletions)  # nothing committed
                     if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
@@ -193,7 +190,7 @@ def _commit_replacing(
             reader.close()
         if result.skipped:  # the transaction landed meanwhile: the vectors are not needed
             discard_deletions(storage, root, changes.deletions)
-        return result.version
+        return result.version, snapshot
     raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
 
 
