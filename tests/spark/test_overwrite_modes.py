@@ -84,6 +84,29 @@ def test_partition_overwrite_mode_session_and_option(
     assert got == sorted(expected)
 
 
+def test_catalog_routes_dynamic_is_refused_by_spark_static_replaces_all(
+    spark: Any, session_mode: Any, tmp_path: Path
+) -> None:
+    """What docs/SPARK.md says of insertInto / INSERT OVERWRITE on a registered table: Spark
+    4.3 refuses a dynamic overwrite of a Python data source's table before CarbonLite runs;
+    a static one reaches the sink and replaces every partition."""
+    import carbonlite.spark
+
+    path = _partitioned(tmp_path)
+    name = f"ow_{tmp_path.name[-12:].replace('-', '_')}"
+    carbonlite.spark.register_table(spark, name, path)
+    try:
+        session_mode("dynamic")
+        with pytest.raises(Exception, match="does not support dynamic overwrite"):
+            frame(spark, NEW_US).write.insertInto(name, overwrite=True)
+        assert canon(cl.open_table(path).to_arrow()) == canon(START)
+        session_mode("static")
+        frame(spark, NEW_US).write.insertInto(name, overwrite=True)
+        assert canon(cl.open_table(path).to_arrow()) == canon(NEW_US)
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
 # --- replaceWhere -----------------------------------------------------------------------------
 
 DAYS = pa.schema([("day", pa.date32()), ("id", pa.int64()), ("v", pa.string())])
