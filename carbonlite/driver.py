@@ -13,22 +13,36 @@ protocol behind the Spark sinks; the workers' side is :mod:`carbonlite.writer.di
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
 from carbonlite.clock import now_ms
+from carbonlite.compaction.auto import auto_compact
 from carbonlite.create import open_table
-from carbonlite.metadata import BlockletsAppended, TxnMarker
+from carbonlite.errors import CommitConflictError, RowsChangedError
+from carbonlite.metadata import BlockletsAppended, Snapshot, TxnMarker
+from carbonlite.metadata.commit import backoff
 from carbonlite.properties import TableProperties
 from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.table import Table
 from carbonlite.writer.append import AppendCommit, RowChanges, TableWriter, with_row_changes
 from carbonlite.writer.distributed import abort_parts
+from carbonlite.writer.lease import Lease
 from carbonlite.writer.partition_files import PartitionFile
+from carbonlite.writer.replace_where import select_replaced
+from carbonlite.writer.row_changes import (
+    MAX_ROW_CHANGE_ATTEMPTS,
+    discard_deletions,
+    dv_path,
+    row_changes,
+)
 from carbonlite.writer.write_plan import WritePlan
 
 __all__ = ["commit_parts", "plan_write"]
@@ -89,81 +103,173 @@ def commit_parts(
     in a primary-key table too (the change checked its keys)."""
     appends = tuple(p for p in parts if p is not None)
     deletes = changes is not None and bool(changes.deletions)
-    if plan.skip or (not appends and not partitioned and not plan.overwrite and not deletes):
+    nothing = not appends and not partitioned and not plan.overwrite and not deletes
+    if plan.skip or (nothing and plan.replace_where is None):
         return None
     table = open_table(plan.uri, storage_options=plan.storage_options or None)
+    if changes is None and (table.primary_key or (table.partition_by and not plan.partition_by)):
+        return _rewrite_parts(table, plan, appends, txn)  # the table's own writer compacts
     if plan.partition_by:
-        return _commit_partitioned(
-            table, plan, partitioned, txn, operation, parameters, writer_id, changes
+        build = _partitioned_commit(plan, partitioned, txn, operation, parameters)
+    else:
+        build = _appends_commit(plan, appends, txn, operation, parameters)
+    if changes is not None:
+        build = _deleting(build, changes)
+    version, snapshot = _commit(table, plan, build, writer_id)
+    if version is not None and TableProperties(snapshot.properties).auto_compaction:
+        auto_compact(
+            table.log, snapshot, storage_options=table.storage_options, writer_id=writer_id
         )
-    if (table.primary_key or table.partition_by) and changes is None:
-        return _rewrite_parts(table, plan, appends, txn)
+    return version
+
+
+def _deleting(
+    build: Callable[[Snapshot, TableWriter], AppendCommit], changes: RowChanges
+) -> Callable[[Snapshot, TableWriter], AppendCommit]:
+    """``build``'s commit deleting ``changes``'s rows in the same version."""
+
+    def deleting(snapshot: Snapshot, writer: TableWriter) -> AppendCommit:
+        return with_row_changes(build(snapshot, writer), snapshot, changes)
+
+    return deleting
+
+
+def _commit(
+    table: Table,
+    plan: WritePlan,
+    build: Callable[[Snapshot, TableWriter], AppendCommit],
+    writer_id: str,
+) -> tuple[int | None, Snapshot]:
+    """Commit what ``build`` makes of the workers' parts on the newest snapshot; with
+    ``replaceWhere``, together with the deletion of the rows its predicate keeps."""
     writer = TableWriter(
         table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
     )
-    pending = AppendCommit(
-        appends=appends,
-        new_segments=frozenset({plan.segment_id}) if plan.new_segment and appends else frozenset(),
-        txn=txn,
-        overwrite=plan.overwrite,
-        operation=operation,
-        parameters=parameters,
-        started_ms=plan.planned_ms,
-    )
+    if plan.replace_where is not None:
+        return _commit_replacing(table, plan.replace_where, build, writer)
     snapshot = table.refresh().snapshot()
-    if changes is not None:
-        pending = with_row_changes(pending, snapshot, changes)
-    result, _ = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
-    return result.version
+    pending = build(snapshot, writer)
+    result, snapshot = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
+    return result.version, snapshot
 
 
-def _commit_partitioned(
+def _commit_replacing(
     table: Table,
+    predicate: str,
+    build: Callable[[Snapshot, TableWriter], AppendCommit],
+    writer: TableWriter,
+) -> tuple[int | None, Snapshot]:
+    """Delta's ``replaceWhere``: the rows ``predicate`` keeps are deleted by deletion vectors
+    (``writer/row_changes.py``) in the version that adds the parts; planned again when a
+    concurrent row-level change took those rows first."""
+    storage, root = table.storage, table.root
+    for attempt in range(MAX_ROW_CHANGE_ATTEMPTS):
+        snapshot = table.refresh().snapshot()
+        reader = SplitReader(
+            storage,
+            root,
+            snapshot.schema,
+            storage_options=table.storage_options,
+            version=snapshot.version,
+        )
+        try:
+            selection = select_replaced(reader, snapshot, predicate)
+            token = uuid.uuid4().hex[:16]
+            vectors = [dv_path(path, token) for _, path in selection.blocklets]
+            # recover leaves the vector files alone from before they exist until the commit
+            lease = Lease(storage, root, owner=f"replaceWhere {token}", paths=vectors)
+            with lease if vectors else nullcontext():
+                changes = row_changes(
+                    storage,
+                    root,
+                    reader,
+                    selection,
+                    {"replaceWhere": predicate, "rows_replaced": str(selection.num_rows)},
+                    token=token,
+                )
+                pending = _deleting(build, changes)(snapshot, writer)
+                try:
+                    result, snapshot = writer.commit(table.log, snapshot, pending)
+                except CommitConflictError as exc:
+                    discard_deletions(storage, root, changes.deletions)  # nothing committed
+                    if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
+                        time.sleep(backoff(attempt))
+                        continue
+                    raise
+        finally:
+            reader.close()
+        if result.skipped:  # the transaction landed meanwhile: the vectors are not needed
+            discard_deletions(storage, root, changes.deletions)
+        return result.version, snapshot
+    raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
+
+
+def _appends_commit(
+    plan: WritePlan,
+    appends: Sequence[BlockletsAppended],
+    txn: TxnMarker | None,
+    operation: str,
+    parameters: dict[str, str],
+) -> Callable[[Snapshot, TableWriter], AppendCommit]:
+    """The workers' parts of an unpartitioned table, as one commit."""
+
+    def build(snapshot: Snapshot, writer: TableWriter) -> AppendCommit:
+        return AppendCommit(
+            appends=tuple(appends),
+            new_segments=frozenset({plan.segment_id})
+            if plan.new_segment and appends
+            else frozenset(),
+            txn=txn,
+            overwrite=plan.overwrite,
+            operation=operation,
+            parameters=parameters,
+            started_ms=plan.planned_ms,
+        )
+
+    return build
+
+
+def _partitioned_commit(
     plan: WritePlan,
     files: Sequence[PartitionFile],
     txn: TxnMarker | None,
     operation: str,
     parameters: dict[str, str],
-    writer_id: str,
-    changes: RowChanges | None,
-) -> int | None:
+) -> Callable[[Snapshot, TableWriter], AppendCommit]:
     """The workers' per-partition files, each committed to its partition's STREAMING segment
     (or a new one), all in one version; an overwrite replaces every partition, or with
     ``dynamic_overwrite`` those written."""
-    snapshot = table.refresh().snapshot()
-    writer = TableWriter(
-        table.storage, table.root, writer_id=writer_id, storage_options=table.storage_options
-    )
     by_key: dict[tuple[Any, ...], list[BlockletsAppended]] = {}
     for f in files:
         by_key.setdefault(f.partition, []).append(f.appended)
-    number = snapshot.next_segment_number()
-    appends: list[BlockletsAppended] = []
-    new_segments: dict[str, tuple[Any, ...]] = {}
-    for key, written in by_key.items():
-        sid, created = writer.target_segment(
-            snapshot, overwrite=plan.overwrite, partition=key, number=number
+
+    def build(snapshot: Snapshot, writer: TableWriter) -> AppendCommit:
+        number = snapshot.next_segment_number()
+        appends: list[BlockletsAppended] = []
+        new_segments: dict[str, tuple[Any, ...]] = {}
+        for key, written in by_key.items():
+            sid, created = writer.target_segment(
+                snapshot, overwrite=plan.overwrite, partition=key, number=number
+            )
+            if created:
+                new_segments[sid] = key
+                number += 1
+            appends.extend(replace(a, segment_id=sid) for a in written)
+        return AppendCommit(
+            appends=tuple(appends),
+            new_segments=frozenset(new_segments),
+            txn=txn,
+            overwrite=plan.overwrite,
+            operation=operation,
+            parameters=parameters,
+            started_ms=plan.planned_ms,
+            partitions=new_segments,
+            overwrite_partitions=frozenset(by_key)
+            if plan.overwrite and plan.dynamic_overwrite
+            else None,
         )
-        if created:
-            new_segments[sid] = key
-            number += 1
-        appends.extend(replace(a, segment_id=sid) for a in written)
-    replaced = frozenset(by_key) if plan.overwrite and plan.dynamic_overwrite else None
-    pending = AppendCommit(
-        appends=tuple(appends),
-        new_segments=frozenset(new_segments),
-        txn=txn,
-        overwrite=plan.overwrite,
-        operation=operation,
-        parameters=parameters,
-        started_ms=plan.planned_ms,
-        partitions=new_segments,
-        overwrite_partitions=replaced,
-    )
-    if changes is not None:
-        pending = with_row_changes(pending, snapshot, changes)
-    result, _ = writer.commit(table.log, snapshot, pending, read_version=plan.read_version)
-    return result.version
+
+    return build
 
 
 def _rewrite_parts(

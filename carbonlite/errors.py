@@ -17,6 +17,7 @@ __all__ = [
     "InvalidFilterError",
     "InvalidOptionError",
     "MissingDependencyError",
+    "ReplaceWhereMismatchError",
     "RowsChangedError",
     "SchemaMismatchError",
     "StorageError",
@@ -138,6 +139,11 @@ class DuplicateKeyError(CarbonLiteError, ValueError):
 
 class InvalidFilterError(CarbonLiteError, ValueError):
     """A filter cannot be applied to the table (unknown column, bad operator, bad literal)."""
+
+
+class ReplaceWhereMismatchError(CarbonLiteError, ValueError):
+    """A write with ``replaceWhere`` holds rows its predicate does not keep (Delta refuses the
+    same); nothing is committed."""
 
 
 class StorageError(CarbonLiteError):

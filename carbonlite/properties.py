@@ -219,7 +219,17 @@ PROPERTIES: dict[str, PropertySpec] = {
     "compaction_preserve_segments": PropertySpec(
         "0", _non_negative_int, "the newest N segments are left out of compaction"
     ),
-    "auto_compaction": PropertySpec("false", parse_bool, "run minor compaction after commits"),
+    "auto_compaction": PropertySpec(
+        "false",
+        parse_bool,
+        "after data commits: close and hand off STREAMING segments of too many files, then "
+        "compact minor",
+    ),
+    "auto_compaction_min_files": PropertySpec(
+        "16",
+        _positive_int,
+        "auto compaction closes and hands off a STREAMING segment holding more files than this",
+    ),
     "auto_handoff": PropertySpec(
         "false", parse_bool, "hand off finished streaming segments after a roll-over"
     ),
@@ -338,6 +348,10 @@ class TableProperties:
     @property
     def auto_compaction(self) -> bool:
         return bool(self._get("auto_compaction"))
+
+    @property
+    def auto_compaction_min_files(self) -> int:
+        return int(self._get("auto_compaction_min_files"))
 
     @property
     def auto_handoff(self) -> bool:

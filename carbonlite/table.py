@@ -27,6 +27,7 @@ from carbonlite.arguments import (
     writer_id_arg,
 )
 from carbonlite.clock import now_ms
+from carbonlite.compaction.auto import auto_compact
 from carbonlite.compaction.clean import CleanResult, clean
 from carbonlite.compaction.plan import CompactionKind
 from carbonlite.compaction.progress import ProgressCallback
@@ -533,7 +534,8 @@ class Table:
         return planned, version
 
     def _after_data_commit(self, before: Snapshot) -> None:
-        """Table properties auto_handoff and auto_compaction act after data commits."""
+        """Table properties auto_handoff and auto_compaction act after data commits
+        (``compaction/auto.py``)."""
         props = TableProperties(self._snapshot.properties)
         if props.auto_handoff:
             rolled = any(
@@ -547,7 +549,14 @@ class Table:
             if rolled:
                 self.handoff()
         if props.auto_compaction:
-            self.compact("minor")
+            self._check_open()
+            _, snapshot = auto_compact(
+                self.log,
+                self._snapshot,
+                storage_options=self.storage_options,
+                writer_id=self.writer_id,
+            )
+            self._advance(snapshot)
 
     def add_columns(self, fields: pa.Field | Sequence[pa.Field] | pa.Schema) -> CommitResult:
         """Add nullable columns at the end of the schema. Older files read them as nulls."""

@@ -60,7 +60,8 @@ __all__ = ["Filter", "FilterLike", "check_filter", "parse_filter"]
 
 FilterLike = Any
 """``pyarrow.compute.Expression``, DNF ``[("col", op, value), ...]`` (or a list of such lists,
-OR-ed), or None."""
+OR-ed), a SQL-ish string such as ``"day >= '2026-01-01' AND id IN (1, 2)"``
+(:mod:`carbonlite.reader.sql_filter`), or None."""
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,10 @@ def parse_filter(filter: FilterLike, schema: pa.Schema, *, where: str) -> Filter
     """
     if filter is None:
         return None
+    if isinstance(filter, str):  # SQL-ish: "day >= '2026-01-01' AND region = 'eu'"
+        from carbonlite.reader.sql_filter import sql_dnf
+
+        filter = sql_dnf(filter, schema, where=where)
     types = {f.name: f.type for f in schema}
     if isinstance(filter, (list, tuple)):
         parsed = _dnf(list(filter), types, where)
@@ -330,8 +335,8 @@ def parse_filter(filter: FilterLike, schema: pa.Schema, *, where: str) -> Filter
         return parsed
     if not isinstance(filter, pc.Expression):
         raise InvalidFilterError(
-            "filter must be a pyarrow.compute.Expression or DNF tuples such as "
-            f"[('col', '>', 5)], not {type(filter).__name__}"
+            "filter must be a pyarrow.compute.Expression, DNF tuples such as "
+            f"[('col', '>', 5)] or a string such as \"col > 5\", not {type(filter).__name__}"
         )
     _check_applies(filter, schema, where)
     found = _from_expression(filter, schema)

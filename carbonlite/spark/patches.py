@@ -13,6 +13,11 @@ query runs, in its own thread, so a bad option used to surface at ``awaitTermina
 seconds later. ``DataStreamReader`` and ``DataStreamWriter`` also remember the options set with
 ``option``/``options``, and ``load()``/``start()`` check them for ``format("carbonlite")``
 (:func:`carbonlite.spark.datasource.check_stream_read_options`) before Spark is asked.
+
+Spark runs a Python data source's ``writer()`` in a Python worker that has no SparkSession, so
+session settings the sink honours are read here, on the driver, and passed on as options:
+``spark.sql.sources.partitionOverwriteMode`` as ``carbonlite.sessionPartitionOverwriteMode``
+(the write option ``partitionOverwriteMode`` takes precedence, as for Spark's file sources).
 """
 
 from __future__ import annotations
@@ -26,10 +31,27 @@ __all__ = ["install_writer_patches"]
 
 _FORMAT = "carbonlite"
 _SAVE_MODES_VIA_OPTION = ("error", "errorifexists", "default", "ignore")
+_SESSION_SETTINGS = {
+    "spark.sql.sources.partitionOverwriteMode": "carbonlite.sessionPartitionOverwriteMode",
+}
+"""Session settings the batch sink honours, and the option each is passed on as."""
 
 
 def _is_ours(source: Any) -> bool:
     return isinstance(source, str) and source.lower() == _FORMAT
+
+
+def _session_options(writer: Any) -> dict[str, str]:
+    """The session settings of :data:`_SESSION_SETTINGS` that are set, as options."""
+    spark = getattr(writer, "_spark", None)
+    if spark is None:
+        return {}
+    out = {}
+    for setting, option in _SESSION_SETTINGS.items():
+        value = spark.conf.get(setting, None)
+        if value is not None:
+            out[option] = str(value)
+    return out
 
 
 def install_writer_patches() -> None:
@@ -65,6 +87,8 @@ def install_writer_patches() -> None:
     ) -> None:
         source = format or getattr(self, "_carbonlite_format", None)
         requested = (mode or getattr(self, "_carbonlite_mode", None) or "errorifexists").lower()
+        if _is_ours(source):
+            options = {**_session_options(self), **options}
         if _is_ours(source) and requested in _SAVE_MODES_VIA_OPTION:
             options = {**options, "carbonlite.saveMode": requested}
             return original_save(self, path, format, "append", partitionBy, **options)

@@ -53,6 +53,7 @@ from carbonlite.writer.partition_files import (
     write_partition_files,
 )
 from carbonlite.writer.publish import PublishMode, PublishResult
+from carbonlite.writer.replace_where import replace_filter
 from carbonlite.writer.write_plan import WritePlan
 
 __all__ = [
@@ -249,8 +250,12 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
             table = open_table(options.path, storage_options=options.storage_options or None)
         else:
             table = open_or_create(options, spark_schema)
-        self.plan = plan_write(table, overwrite=overwrite, skip=exists, txn=self.txn)
+        replace_where = _replace_where(options, table, self.mode)
+        self.plan = plan_write(
+            table, overwrite=overwrite and replace_where is None, skip=exists, txn=self.txn
+        )
         self.plan.dynamic_overwrite = _dynamic_overwrite(options)
+        self.plan.replace_where = replace_where
         self.tag = uuid.uuid4().hex[:12]
         self._hold(self.plan, "spark write")
 
@@ -259,6 +264,8 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
 
     def commit(self, messages: list[Any]) -> None:
         parameters = {"mode": self.mode}
+        if self.plan.replace_where is not None:
+            parameters["replaceWhere"] = self.plan.replace_where
         if self.txn is not None:
             parameters.update(txnAppId=self.txn.app_id, txnVersion=str(self.txn.batch_id))
         commit_leased(
@@ -279,12 +286,41 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
         self._release()
 
 
+def _replace_where(options: SparkOptions, table: Table, mode: str) -> str | None:
+    """The option ``replaceWhere`` (Delta's selective overwrite), checked against the table
+    before anything is written: it needs ``mode("overwrite")`` and a table without a primary
+    key, and must parse (``reader/sql_filter.py``)."""
+    predicate = options.get("replaceWhere")
+    if predicate is None:
+        return None
+    if mode != "overwrite":
+        raise InvalidOptionError(
+            f"option replaceWhere={predicate!r} replaces the rows it matches, so it needs "
+            f"mode('overwrite'), not mode({mode!r})"
+        )
+    if table.primary_key:
+        raise InvalidOptionError(
+            f"option replaceWhere is not supported for the primary-key table {table.path!r}: "
+            "its writes upsert by key; delete the rows first (Table.delete), then append"
+        )
+    replace_filter(predicate, table.schema, where=repr(table.path))  # InvalidFilterError if bad
+    return predicate
+
+
 def _dynamic_overwrite(options: SparkOptions) -> bool:
-    mode = (options.get("partitionOverwriteMode") or "static").lower()
+    """The write option ``partitionOverwriteMode``, else the session's
+    ``spark.sql.sources.partitionOverwriteMode`` (passed on by ``spark/patches.py``), else
+    static: the precedence of Spark's file sources."""
+    given = options.get("partitionOverwriteMode")
+    source = "option partitionOverwriteMode"
+    if given is None:
+        given = options.get("carbonlite.sessionPartitionOverwriteMode")
+        source = "session setting spark.sql.sources.partitionOverwriteMode"
+    mode = (given or "static").lower()
     if mode not in ("static", "dynamic"):
         raise InvalidOptionError(
-            f"option partitionOverwriteMode={mode!r} must be 'static' (an overwrite replaces "
-            "the whole table) or 'dynamic' (only the partitions it writes)"
+            f"{source}={given!r} must be 'static' (an overwrite replaces the whole table) or "
+            "'dynamic' (only the partitions it writes)"
         )
     return mode == "dynamic"
 

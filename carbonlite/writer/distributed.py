@@ -28,6 +28,7 @@ from carbonlite.writer.append import WRITER_LOCK_TIMEOUT, lock_path
 from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.partition_files import PartitionFile, write_partition_files
+from carbonlite.writer.replace_where import checked_batches
 from carbonlite.writer.stream_file import write_blocklets
 from carbonlite.writer.write_plan import WritePlan, part_file
 
@@ -55,6 +56,13 @@ def _skipped(
     return True
 
 
+def _checked(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+    """With ``replaceWhere``, every row is checked against its predicate as it is written."""
+    if plan.replace_where is None:
+        return batches
+    return checked_batches(batches, plan.replace_where, plan.schema, where=repr(plan.uri))
+
+
 def write_part(
     plan: WritePlan,
     batches: Iterable[pa.RecordBatch],
@@ -68,6 +76,7 @@ def write_part(
     """Write one worker's rows; None when it wrote nothing (no rows, or the plan skips)."""
     if _skipped(plan, batches, app_id, batch_id):
         return None
+    batches = _checked(plan, batches)
     storage, root = open_storage(plan.uri, plan.storage_options or None)
     file = part_file(plan, tag, partition, attempt)
     if not plan.append_files:
@@ -135,7 +144,7 @@ def write_partitioned_part(
         return []
     return write_partition_files(
         plan,
-        batches,
+        _checked(plan, batches),
         spec_json=plan.partition_by,
         tag=tag,
         task=partition,

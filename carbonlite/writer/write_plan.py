@@ -46,6 +46,10 @@ class WritePlan:
     """An overwrite of a partitioned table replaces only the partitions written (Spark's
     ``partitionOverwriteMode=dynamic``)."""
 
+    replace_where: str | None = None
+    """Delta's ``replaceWhere``: the rows this predicate keeps are deleted in the version that
+    adds the written ones, and every written row must match it (``writer/replace_where.py``)."""
+
     def done(self, app_id: str | None, batch_id: int | None) -> bool:
         """Whether the table already held ``(app_id, batch_id)`` when this was planned."""
         committed = self.txns.get(app_id) if app_id is not None else None
