@@ -13,10 +13,7 @@ protocol behind the Spark sinks; the workers' side is :mod:`carbonlite.writer.di
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -25,24 +22,22 @@ import pyarrow as pa
 from carbonlite.clock import now_ms
 from carbonlite.compaction.auto import auto_compact
 from carbonlite.create import open_table
-from carbonlite.errors import CommitConflictError, RowsChangedError
 from carbonlite.metadata import BlockletsAppended, Snapshot, TxnMarker
-from carbonlite.metadata.commit import backoff
 from carbonlite.properties import TableProperties
 from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.table import Table
-from carbonlite.writer.append import AppendCommit, RowChanges, TableWriter, with_row_changes
+from carbonlite.writer.append import (
+    AppendCommit,
+    CommitResult,
+    RowChanges,
+    TableWriter,
+    with_row_changes,
+)
 from carbonlite.writer.distributed import abort_parts
-from carbonlite.writer.lease import Lease
 from carbonlite.writer.partition_files import PartitionFile
 from carbonlite.writer.replace_where import select_replaced
-from carbonlite.writer.row_changes import (
-    MAX_ROW_CHANGE_ATTEMPTS,
-    discard_deletions,
-    dv_path,
-    row_changes,
-)
+from carbonlite.writer.row_changes import commit_row_change
 from carbonlite.writer.write_plan import WritePlan
 
 __all__ = ["commit_parts", "plan_write"]
@@ -160,48 +155,22 @@ def _commit_replacing(
     writer: TableWriter,
 ) -> tuple[int | None, Snapshot]:
     """Delta's ``replaceWhere``: the rows ``predicate`` keeps are deleted by deletion vectors
-    (``writer/row_changes.py``) in the version that adds the parts; planned again when a
-    concurrent row-level change took those rows first."""
-    storage, root = table.storage, table.root
-    for attempt in range(MAX_ROW_CHANGE_ATTEMPTS):
-        snapshot = table.refresh().snapshot()
-        reader = SplitReader(
-            storage,
-            root,
-            snapshot.schema,
-            storage_options=table.storage_options,
-            version=snapshot.version,
-        )
-        try:
-            selection = select_replaced(reader, snapshot, predicate)
-            token = uuid.uuid4().hex[:16]
-            vectors = [dv_path(path, token) for _, path in selection.blocklets]
-            # recover leaves the vector files alone from before they exist until the commit
-            lease = Lease(storage, root, owner=f"replaceWhere {token}", paths=vectors)
-            with lease if vectors else nullcontext():
-                changes = row_changes(
-                    storage,
-                    root,
-                    reader,
-                    selection,
-                    {"replaceWhere": predicate, "rows_replaced": str(selection.num_rows)},
-                    token=token,
-                )
-                pending = _deleting(build, changes)(snapshot, writer)
-                try:
-                    result, snapshot = writer.commit(table.log, snapshot, pending)
-                except CommitConflictError as exc:
-                    discard_deletions(storage, root, changes.deletions)  # nothing committed
-                    if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
-                        time.sleep(backoff(attempt))
-                        continue
-                    raise
-        finally:
-            reader.close()
-        if result.skipped:  # the transaction landed meanwhile: the vectors are not needed
-            discard_deletions(storage, root, changes.deletions)
-        return result.version, snapshot
-    raise AssertionError("unreachable")  # pragma: no cover - the last attempt raises
+    in the version that adds the parts, by the row-change loop of ``writer/row_changes.py``
+    (planned again when a concurrent row-level change took those rows first)."""
+
+    def write(snapshot: Snapshot, changes: RowChanges) -> tuple[CommitResult, Snapshot]:
+        return writer.commit(table.log, snapshot, _deleting(build, changes)(snapshot, writer))
+
+    _, version, snapshot = commit_row_change(
+        writer,
+        table.log,
+        table.refresh().snapshot(),
+        operation="WRITE",
+        plan=lambda snapshot, reader: select_replaced(reader, snapshot, predicate),
+        storage_options=table.storage_options,
+        write=write,
+    )
+    return version, snapshot
 
 
 def _appends_commit(

@@ -12,6 +12,7 @@ committed by the row-change machinery of ``writer/row_changes.py`` (the rows cho
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +23,7 @@ from carbonlite.reader.expression import Filter, parse_filter
 from carbonlite.reader.scan import SplitReader
 from carbonlite.writer.row_changes import Selection, select_rows
 
-__all__ = ["checked_batches", "replace_filter", "select_replaced"]
+__all__ = ["ReplacedRows", "checked_batches", "replace_filter", "select_replaced"]
 
 _SHOWN = 3
 
@@ -64,9 +65,34 @@ def _kept_positions(batch: pa.RecordBatch, check: Filter) -> pa.Array:
     return check.apply(numbered).column("__position")
 
 
-def select_replaced(reader: SplitReader, snapshot: Snapshot, predicate: str) -> Selection:
+@dataclass(frozen=True)
+class ReplacedRows:
+    """The rows a ``replaceWhere`` write deletes, as ``row_changes.commit_row_change`` plans
+    them (the rows written in their place were written by the workers)."""
+
+    selection: Selection
+    predicate: str
+
+    @property
+    def data(self) -> pa.Table:  # pragma: no cover - the commit step writes the workers' rows
+        raise AssertionError("a replaceWhere commits the workers' blocklets, not rows of its own")
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        return {"replaceWhere": self.predicate, "rows_replaced": str(self.selection.num_rows)}
+
+    @property
+    def changes_anything(self) -> bool:
+        return True  # the rows written commit even when no row is replaced
+
+    @property
+    def exclusive(self) -> bool:
+        return False
+
+
+def select_replaced(reader: SplitReader, snapshot: Snapshot, predicate: str) -> ReplacedRows:
     """The live rows of ``snapshot`` that ``predicate`` keeps: those a ``replaceWhere`` write
     deletes (their deletion vectors are written by ``row_changes.row_changes``)."""
     check = replace_filter(predicate, snapshot.schema, where=repr(snapshot.table_path))
     selection, _ = select_rows(reader, snapshot, check, [])
-    return selection
+    return ReplacedRows(selection, predicate)

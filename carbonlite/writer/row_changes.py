@@ -45,12 +45,13 @@ from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
 from carbonlite.seams import reach
 from carbonlite.storage import Storage
-from carbonlite.writer.append import RowChanges, TableWriter
+from carbonlite.writer.append import CommitResult, RowChanges, TableWriter
 from carbonlite.writer.lease import Lease
 
 __all__ = [
     "DV_SUFFIX",
     "MAX_ROW_CHANGE_ATTEMPTS",
+    "CommitStep",
     "KeyCache",
     "PlannedChange",
     "Selection",
@@ -327,6 +328,10 @@ class PlannedChange(Protocol):
     def exclusive(self) -> bool: ...
 
 
+CommitStep = Callable[[Snapshot, RowChanges], tuple[CommitResult, Snapshot]]
+"""Commits a change's deletions on a snapshot; the result and the snapshot after."""
+
+
 def commit_row_change(
     writer: TableWriter,
     log: Log,
@@ -337,12 +342,16 @@ def commit_row_change(
     storage_options: Mapping[str, Any],
     txn: TxnMarker | None = None,
     progress: Mapping[str, tuple[int | None, int]] | None = None,
+    write: CommitStep | None = None,
 ) -> tuple[_Plan | None, int | None, Snapshot]:
     """Plan on the newest snapshot, write the deletion vectors, commit them with the plan's
     rows (and ``txn``, exactly once, or the markers ``progress`` moves by compare-and-set:
     ``TxnMovedError`` when one moved); plan again when a concurrent commit changed the rows
     read (bounded). Returns the plan committed (None: ``txn`` was committed before), its
-    version (None when nothing was committed) and the new snapshot."""
+    version (None when nothing was committed) and the new snapshot.
+
+    ``write`` commits the deletions with rows written elsewhere (``replaceWhere``: the
+    workers' blocklets) instead of the plan's ``data``."""
     storage, root = log.storage, log.root
     for attempt in range(MAX_ROW_CHANGE_ATTEMPTS):
         snapshot = log.update(snapshot)
@@ -378,15 +387,18 @@ def commit_row_change(
                     exclusive=planned.exclusive,
                 )
                 try:
-                    result, snapshot = writer.write(
-                        log,
-                        snapshot,
-                        planned.data,
-                        operation=operation,
-                        changes=changes,
-                        txn=txn,
-                        progress=progress,
-                    )
+                    if write is not None:
+                        result, snapshot = write(snapshot, changes)
+                    else:
+                        result, snapshot = writer.write(
+                            log,
+                            snapshot,
+                            planned.data,
+                            operation=operation,
+                            changes=changes,
+                            txn=txn,
+                            progress=progress,
+                        )
                 except CommitConflictError as exc:
                     discard_deletions(storage, root, changes.deletions)  # nothing was committed
                     if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
