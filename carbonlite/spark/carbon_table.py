@@ -326,19 +326,24 @@ class CarbonOptimizeBuilder:
         self._table = table
 
     def executeCompaction(self) -> DataFrame:
-        """Hand off every finished streaming segment (``Table.handoff``), then compact
-        (``Table.compact("major")``); both commit with ``data_change = false``, so streaming
-        readers never see a row twice, and ingestion goes on meanwhile. Returns one row:
-        the path and Delta-like metrics."""
+        """Close the STREAMING segments (``Table.finish_streaming``: writers go on into new
+        ones), hand off every finished streaming segment (``Table.handoff``: a partition's
+        small streaming files become one sorted file), then compact
+        (``Table.compact("major")``). Every commit has ``data_change = false``, so streaming
+        readers never see a row twice, and ingestion goes on meanwhile. Returns one row: the
+        path, the versions committed and Delta-like metrics."""
         from carbonlite.spark.compaction import spark_executor
 
         table = self._table.table
         executor = spark_executor(self._spark)
         started = now_ms()
+        closed = table.finish_streaming()
+        closing = [table.version] if closed is not None else []
         handoff = table.handoff(executor=executor)
         compaction = table.compact("major", executor=executor)
-        versions = [*handoff.versions, *compaction.versions]
+        versions = [*closing, *handoff.versions, *compaction.versions]
         metrics = {
+            "numStreamingSegmentsClosed": len(closed.split(",")) if closed else 0,
             "numSegmentsHandedOff": len(handoff.segments_compacted),
             "numSegmentsCompacted": len(compaction.segments_compacted),
             "numSegmentsAdded": len(handoff.segments_created) + len(compaction.segments_created),

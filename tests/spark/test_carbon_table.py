@@ -161,18 +161,31 @@ def test_optimize_compacts_on_the_executors(spark: Any, tmp_path: Any) -> None:
     for n in range(4):
         t.append(_rows(range(n * 5, n * 5 + 5), "x"))
         t.finish_streaming()
+    t.append(_rows(range(20, 23), "y"))  # the open STREAMING segment is closed and handed off
     before = len(t.refresh().segments())
     ct = CarbonTable.forPath(spark, t.path)
     (row,) = ct.optimize().executeCompaction().collect()
     assert row["path"] == t.path
-    assert row["versions"]
-    assert row["metrics"]["numSegmentsHandedOff"] == 4
-    assert row["metrics"]["numRowsRewritten"] >= 20
-    live = [s for s in t.refresh().segments() if s.status == "SUCCESS"]
+    assert row["metrics"]["numStreamingSegmentsClosed"] == 1
+    assert row["metrics"]["numSegmentsHandedOff"] == 5
+    assert row["metrics"]["numRowsRewritten"] >= 23
+    live = [s for s in t.refresh().segments() if s.status in ("SUCCESS", "STREAMING")]
     assert len(live) == 1 < before
-    assert _ids(ct.toDF()) == list(range(20))
-    for r in ct.history(len(row["versions"])).collect():
-        assert r["dataChange"] is False  # streaming readers never see the rows again
+    assert _ids(ct.toDF()) == list(range(23))
+    history = {r["version"]: r for r in ct.history(len(row["versions"])).collect()}
+    assert sorted(history) == sorted(row["versions"])
+    assert not any(r["dataChange"] for r in history.values())  # streams never see rows again
+
+
+def test_optimize_merges_a_partitions_small_streaming_files(spark: Any, tmp_path: Any) -> None:
+    schema = pa.schema([("day", pa.string()), ("id", pa.int64())])
+    t = cl.create_table(str(tmp_path / "p"), schema, partition_by=["day"])
+    for n in range(6):  # each append adds a file to each partition's STREAMING segment
+        t.append(pa.table({"day": ["a", "b"], "id": [2 * n, 2 * n + 1]}, schema=schema))
+    assert [p.files for p in t.partitions()] == [6, 6]
+    CarbonTable.forPath(spark, t.path).optimize().executeCompaction()
+    assert [p.files for p in t.refresh().partitions()] == [1, 1]
+    assert sorted(t.to_arrow()["id"].to_pylist()) == list(range(12))
 
 
 def test_vacuum_deletes_compacted_data_past_retention(spark: Any, tmp_path: Any) -> None:
