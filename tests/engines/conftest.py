@@ -82,9 +82,9 @@ def blocklets_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     original = SplitReader.read_blocklet
 
-    def counting(self, split, blocklet, output, filter):  # type: ignore[no-untyped-def]
+    def counting(self, split, blocklet, output, filter, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(blocklet.offset)
-        return original(self, split, blocklet, output, filter)
+        return original(self, split, blocklet, output, filter, **kwargs)
 
     monkeypatch.setattr(SplitReader, "read_blocklet", counting)
     return seen
