@@ -307,7 +307,9 @@ cases(
 cases(
     "filter",
     cl.InvalidFilterError,
-    str=lambda d: d.t.to_arrow(filter="id > 1"),
+    str_incomplete=lambda d: d.t.to_arrow(filter="id > "),
+    str_function=lambda d: d.t.to_arrow(filter="lower(name) = 'x'"),
+    str_unknown_column=lambda d: d.t.to_arrow(filter="nope > 1"),
     int=lambda d: d.t.to_arrow(filter=5),
     dict=lambda d: d.t.to_arrow(filter={"id": 1}),
     bool_true=lambda d: d.t.to_arrow(filter=True),
@@ -326,7 +328,7 @@ cases(
     dnf_or_unknown=lambda d: d.t.to_arrow(filter=[[("id", ">", 1)], [("nope", "=", 1)]]),
     dnf_column_int=lambda d: d.t.to_arrow(filter=[(1, "=", 1)]),
     dnf_list_of_str=lambda d: d.t.to_arrow(filter=["id > 1"]),
-    delete_str=lambda d: d.t.delete("id > 1"),
+    delete_str=lambda d: d.t.delete("id >> 1"),
     delete_unknown=lambda d: d.t.delete(pc.field("nope") == 1),
     update_bad_filter=lambda d: d.t.update([("id", "~", 1)], {"price": 1}),
     plan_splits=lambda d: d.t.plan_splits(filter={"id": 1}),
@@ -415,7 +417,7 @@ cases(
     int=lambda d: d.t.read_split(5),
     dict=lambda d: d.t.read_split({"file": "x"}),
     columns=lambda d: d.t.read_split(d.t.plan_splits().splits[0], columns=["nope"]),
-    filter=lambda d: d.t.read_split(d.t.plan_splits().splits[0], filter="id > 1"),
+    filter=lambda d: d.t.read_split(d.t.plan_splits().splits[0], filter="id >"),
 )
 
 # --- row-level changes -------------------------------------------------------------------------
