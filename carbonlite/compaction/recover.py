@@ -27,7 +27,7 @@ from carbonlite.errors import WriterConflictError
 from carbonlite.metadata import Log, Snapshot
 from carbonlite.metadata.log import INDEX_SUFFIX, META_DIR
 from carbonlite.seams import reach
-from carbonlite.storage import Storage
+from carbonlite.storage import TEMP_PREFIX, Storage
 from carbonlite.writer.append import LOCK_DIR, owner_lock_paths
 from carbonlite.writer.lease import LEASE_DIR, read_leases
 
@@ -155,7 +155,7 @@ def recover(
         rel = status.path[len(prefix) :]
         old = status.mtime <= cutoff
         stray = (
-            name.startswith(".tmp-") and status.mtime <= min(cutoff, now - _TMP_MIN_AGE_SECONDS)
+            name.startswith(TEMP_PREFIX) and status.mtime <= min(cutoff, now - _TMP_MIN_AGE_SECONDS)
         ) or (
             old
             and name.endswith(INDEX_SUFFIX)

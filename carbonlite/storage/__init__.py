@@ -22,6 +22,7 @@ from typing import Any
 
 from carbonlite.errors import InvalidOptionError, StorageError, UnsupportedStorageError
 from carbonlite.storage.base import (
+    TEMP_PREFIX,
     Appender,
     BufferedObjectAppender,
     FileStatus,
@@ -32,6 +33,7 @@ from carbonlite.storage.local import LocalStorage
 from carbonlite.storage.memory import MemoryStorage
 
 __all__ = [
+    "TEMP_PREFIX",
     "Appender",
     "BufferedObjectAppender",
     "FileStatus",

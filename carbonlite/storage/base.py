@@ -21,7 +21,18 @@ from types import TracebackType
 
 from carbonlite.errors import StorageError, UnsupportedStorageError
 
-__all__ = ["Appender", "BufferedObjectAppender", "FileStatus", "RangeReader", "Storage"]
+__all__ = [
+    "TEMP_PREFIX",
+    "Appender",
+    "BufferedObjectAppender",
+    "FileStatus",
+    "RangeReader",
+    "Storage",
+]
+
+TEMP_PREFIX = ".tmp-"
+"""Names of the files a put writes before renaming them into place (local storage): not yet
+the document they will be, and left behind by a writer killed between the two steps."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 
 from carbonlite.errors import UnsupportedStorageError, WriterConflictError
-from carbonlite.storage.base import Appender, FileStatus, RangeReader, Storage
+from carbonlite.storage.base import TEMP_PREFIX, Appender, FileStatus, RangeReader, Storage
 
 __all__ = ["LocalStorage"]
 
@@ -194,7 +194,7 @@ class LocalStorage(Storage):
     def put_if_absent(self, path: str, data: bytes) -> bool:
         parent = os.path.dirname(path)
         os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
+        tmp = os.path.join(parent, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
         self._write_synced(tmp, data)
         try:
             os.link(tmp, path)
@@ -217,7 +217,7 @@ class LocalStorage(Storage):
     def put(self, path: str, data: bytes) -> None:
         parent = os.path.dirname(path)
         os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, f".tmp-{uuid.uuid4().hex}")
+        tmp = os.path.join(parent, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
         self._write_synced(tmp, data)
         try:
             os.replace(tmp, path)

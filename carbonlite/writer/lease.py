@@ -35,7 +35,7 @@ from types import TracebackType
 
 from carbonlite.errors import CommitConflictError, CommitStateUnknownError
 from carbonlite.seams import reach
-from carbonlite.storage import FileStatus, Storage
+from carbonlite.storage import TEMP_PREFIX, FileStatus, Storage
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "LEASE_DIR", "Lease", "LeaseRecord", "read_leases"]
 
@@ -83,6 +83,10 @@ def read_leases(storage: Storage, root: str) -> tuple[list[LeaseRecord], list[Fi
     leases: list[LeaseRecord] = []
     unreadable: list[FileStatus] = []
     for status in storage.list(storage.join(root, LEASE_DIR)):
+        if status.path.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
+            # a record never renamed into place: its writer died inside acquire(), before
+            # writing any file the lease would cover (recover deletes it as a stray)
+            continue
         try:
             obj = json.loads(storage.read(status.path))
             leases.append(

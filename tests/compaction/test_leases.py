@@ -148,6 +148,41 @@ def test_an_expired_lease_protects_nothing(place: Place) -> None:
     assert ids(place.open("t")) == list(range(5))
 
 
+def test_a_lease_record_never_renamed_into_place_protects_nothing(tmp_path) -> None:
+    """A writer killed inside ``Lease.acquire``, between writing the record's temporary file
+    and renaming it (local storage), leaves a ``.tmp-`` file holding a live-looking record.
+    It wrote no file under the lease, so the record covers nothing: recover removes the
+    writer's debris at once (CI met a recover held off by one for the lease's 10 minutes),
+    and the temporary file itself once it is a minute old."""
+    table = cl.create_table(str(tmp_path / "t"), events(0, 1).schema)
+    table.append(events(0, 5))
+    orphan = os.path.join(table.root, "segments", "9", "dead-writer-0.cblt")
+    os.makedirs(os.path.dirname(orphan))
+    with open(orphan, "wb") as f:
+        f.write(b"uncommitted bytes")
+    record = {
+        "lease_id": "cafe",
+        "owner": "a compaction killed in acquire()",
+        "paths": ["segments/9/"],
+        "names": [],
+        "expires_ms": int(time.time() * 1000) + 600_000,
+    }
+    os.makedirs(os.path.join(table.root, LEASE_DIR))
+    temp = os.path.join(table.root, LEASE_DIR, ".tmp-0123456789abcdef")
+    with open(temp, "w") as f:
+        json.dump(record, f)
+    old = time.time() - 120
+    os.utime(orphan, (old, old))
+    assert read_leases(table.storage, table.root)[0] == []
+    result = table.recover(min_age=0)
+    assert "segments/9/dead-writer-0.cblt" in result.orphans
+    assert not os.path.exists(temp) or os.path.getmtime(temp) > old  # too young to go yet
+    os.utime(temp, (old, old))
+    table.recover(min_age=0)
+    assert not os.path.exists(temp)
+    assert ids(cl.open_table(table.path)) == list(range(5))
+
+
 def test_a_live_lease_protects_files_however_old(place: Place) -> None:
     table = place.create("t")
     table.append(events(0, 5))
