@@ -28,7 +28,7 @@ from typing import Any
 
 from carbonlite.clock import now_ms
 from carbonlite.compaction.commit import FinishStreamingCommit
-from carbonlite.compaction.run import run_compaction
+from carbonlite.compaction.run import run_compaction, streaming_segments
 from carbonlite.errors import CommitConflictError
 from carbonlite.metadata import Log, Snapshot, commit
 from carbonlite.properties import TableProperties
@@ -51,11 +51,7 @@ class AutoCompactionResult:
 def crowded_streaming_segments(snapshot: Snapshot) -> tuple[str, ...]:
     """The STREAMING segments holding more than ``auto_compaction_min_files`` files."""
     limit = TableProperties(snapshot.properties).auto_compaction_min_files
-    return tuple(
-        s.segment_id
-        for s in snapshot.live_segments()
-        if s.status == "STREAMING" and len(s.files) > limit
-    )
+    return streaming_segments(snapshot, more_files_than=limit)
 
 
 def auto_compact(

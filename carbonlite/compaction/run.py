@@ -34,6 +34,7 @@ __all__ = [
     "finish_streaming",
     "run_compaction",
     "run_tasks_locally",
+    "streaming_segments",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -205,6 +206,16 @@ def run_compaction(
     return result, snapshot
 
 
+def streaming_segments(snapshot: Snapshot, more_files_than: int | None = None) -> tuple[str, ...]:
+    """The STREAMING segments of ``snapshot`` (only those holding more than
+    ``more_files_than`` files, when given)."""
+    return tuple(
+        s.segment_id
+        for s in snapshot.live_segments()
+        if s.status == "STREAMING" and (more_files_than is None or len(s.files) > more_files_than)
+    )
+
+
 def finish_streaming(
     log: Log, snapshot: Snapshot, *, writer_id: str | None = None
 ) -> tuple[str | None, Snapshot]:
@@ -213,7 +224,7 @@ def finish_streaming(
     started = now_ms()
     for _ in range(_FINISH_ATTEMPTS):
         snapshot = log.update(snapshot)
-        ids = tuple(s.segment_id for s in snapshot.live_segments() if s.status == "STREAMING")
+        ids = streaming_segments(snapshot)
         if not ids:
             return None, snapshot
         pending = FinishStreamingCommit(ids, started_ms=started, writer_id=writer_id)
