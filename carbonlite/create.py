@@ -29,6 +29,7 @@ from carbonlite.errors import (
 )
 from carbonlite.format.types import check_schema, stat_kind
 from carbonlite.metadata import Action, CommitInfo, Log, Snapshot, TableMetadata
+from carbonlite.metadata.columns import with_column_ids
 from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.names import column_name_problems, table_location
 from carbonlite.properties import validate_properties
@@ -165,14 +166,16 @@ def create_table(
     reserved = reserved_name_problems(schema.names)
     if reserved:
         raise SchemaMismatchError(f"cannot create a table at {location!r}", reserved)
-    metadata = TableMetadata(
-        table_id=uuid.uuid4().hex,
-        schema=schema,
-        sort_columns=_check_sort_columns(schema, sort_columns),
-        properties=validate_properties(properties),
-        created_time=now_ms(),
-        primary_key=_check_primary_key(schema, primary_key),
-        partition_by=tuple(_partition_spec(schema, partition_by).to_json()),
+    metadata = with_column_ids(
+        TableMetadata(
+            table_id=uuid.uuid4().hex,
+            schema=schema,
+            sort_columns=_check_sort_columns(schema, sort_columns),
+            properties=validate_properties(properties),
+            created_time=now_ms(),
+            primary_key=_check_primary_key(schema, primary_key),
+            partition_by=tuple(_partition_spec(schema, partition_by).to_json()),
+        )
     )
     storage, root = open_storage(location, options or None)
     uri = storage.uri(root)

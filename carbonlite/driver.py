@@ -76,6 +76,7 @@ def plan_write(
         planned_ms=now_ms(),
         append_files=table.storage.supports_append,
         partition_by=[] if snap.metadata.primary_key else list(snap.metadata.partition_by),
+        metadata=snap.metadata,
     )
 
 
@@ -193,6 +194,7 @@ def _appends_commit(
             operation=operation,
             parameters=parameters,
             started_ms=plan.planned_ms,
+            written_with=plan.metadata,
         )
 
     return build
@@ -232,6 +234,7 @@ def _partitioned_commit(
             operation=operation,
             parameters=parameters,
             started_ms=plan.planned_ms,
+            written_with=plan.metadata,
             partitions=new_segments,
             overwrite_partitions=frozenset(by_key)
             if plan.overwrite and plan.dynamic_overwrite
@@ -250,7 +253,11 @@ def _rewrite_parts(
     their partitions' segments; the parts themselves are never committed and are removed.
     The driver holds the micro-batch in memory, and its rows are written twice."""
     reader = SplitReader(
-        table.storage, table.root, table.schema, storage_options=table.storage_options
+        table.storage,
+        table.root,
+        table.schema,
+        storage_options=table.storage_options,
+        layout=plan.layout,
     )
     try:
         splits = [Split(a.segment_id, a.file, a.end, a.blocklets) for a in appends]

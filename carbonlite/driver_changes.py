@@ -231,6 +231,7 @@ def _reader(table: Table, snapshot: Snapshot) -> SplitReader:
         snapshot.schema,
         storage_options=table.storage_options,
         version=snapshot.version,
+        layout=snapshot.layout,
     )
 
 

@@ -50,6 +50,7 @@ from carbonlite.metadata import (
     TxnMarker,
     commit,
 )
+from carbonlite.metadata.columns import with_column_ids
 from carbonlite.metadata.timeline import version_at
 from carbonlite.names import check_name, table_location
 from carbonlite.optional import require
@@ -85,9 +86,14 @@ from carbonlite.writer.partition_rows import partition_spec
 from carbonlite.writer.publish import PublishMode, PublishResult, read_state, run_publish
 from carbonlite.writer.restore import RestoreCommit, plan_restore
 from carbonlite.writer.row_changes import KeyCache, commit_row_change
+from carbonlite.writer.schema_changes import (
+    dropping_columns,
+    renaming_column,
+    widening_column,
+    with_columns,
+)
 from carbonlite.writer.table_metadata import (
     MetadataCommit,
-    with_columns,
     with_properties,
     without_properties,
 )
@@ -558,12 +564,52 @@ class Table:
             )
             self._advance(snapshot)
 
-    def add_columns(self, fields: pa.Field | Sequence[pa.Field] | pa.Schema) -> CommitResult:
-        """Add nullable columns at the end of the schema. Older files read them as nulls."""
+    def add_columns(
+        self,
+        fields: pa.Field | Sequence[pa.Field] | pa.Schema,
+        *,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Add nullable columns at the end of the schema, in one commit. Rows written before
+        read nulls, or the column's value in ``defaults`` (``{"n": 0}``: Iceberg's
+        initial-default), which writers also fill in for rows that leave the column out
+        (its write-default). Defaults need column ids (format 6; a table of format 3-5 is
+        raised in the same version)."""
+        return self._schema_change(
+            lambda: with_columns(self._snapshot, fields, where=self.path, defaults=defaults)
+        )
+
+    def rename_column(self, old: str, new: str) -> CommitResult:
+        """Rename column ``old`` to ``new`` in one commit; no data is rewritten (the column keeps
+        its id and its physical name in data files). Sort, partition and key columns keep
+        their role. Time travel to earlier versions shows the old name. A writer whose rows
+        were written with the old name commits nothing (:class:`SchemaMismatchError`)."""
+        return self._schema_change(
+            lambda: renaming_column(self._snapshot, old, new, where=self.path)
+        )
+
+    def drop_columns(self, names: str | Sequence[str]) -> CommitResult:
+        """Drop columns in one commit; no data is rewritten (their pages stay in older files,
+        unread, until compaction writes the files again). Sort, partition and primary-key
+        columns cannot be dropped. A column added later under a dropped name is a new column:
+        the dropped values never come back."""
+        return self._schema_change(lambda: dropping_columns(self._snapshot, names, where=self.path))
+
+    def widen_column(self, name: str, type: pa.DataType) -> CommitResult:
+        """Widen a column's type in one commit: int8 -> int16 -> int32 -> int64, float32 ->
+        float64, decimal precision up at the same scale, date -> timestamp. Older files are
+        read cast up; writers with the older type keep committing (their rows are cast up)."""
+        return self._schema_change(
+            lambda: widening_column(self._snapshot, name, type, where=self.path)
+        )
+
+    def _schema_change(self, plan: Callable[[], MetadataCommit]) -> CommitResult:
+        """Plan a metadata change on the latest version and commit it (one version)."""
         started = now_ms()
+        self._check_open()
         with self._writer.lock:
             self.refresh()
-            pending = with_columns(self._snapshot, fields, where=self.path)
+            pending = plan()
             self._snapshot = commit(self.log, self._snapshot, self._stamped(pending, started))
             return CommitResult(self._snapshot.version, pending.operation)
 
@@ -648,7 +694,9 @@ class Table:
                 return CommitResult(None, "UPGRADE", skipped=True)
             pending = MetadataCommit(
                 snap.metadata,
-                dataclasses.replace(snap.metadata, format_version=LOG_FORMAT_VERSION),
+                with_column_ids(
+                    dataclasses.replace(snap.metadata, format_version=LOG_FORMAT_VERSION)
+                ),
                 operation="UPGRADE",
                 parameters={"from": str(old), "to": str(LOG_FORMAT_VERSION)},
             )
@@ -820,13 +868,17 @@ class Table:
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
         schema = project_schema(snap.schema, columns_arg(columns), where=repr(self.path))
-        return self._read_split(split, snap.schema, schema, parsed)
+        return self._read_split(split, snap, schema, parsed)
 
     def _read_split(
-        self, split: Split, table_schema: pa.Schema, schema: pa.Schema, filter: Filter | None
+        self, split: Split, snap: Snapshot, schema: pa.Schema, filter: Filter | None
     ) -> Iterator[pa.RecordBatch]:
         reader = SplitReader(
-            self.storage, self.root, table_schema, storage_options=self.storage_options
+            self.storage,
+            self.root,
+            snap.schema,
+            storage_options=self.storage_options,
+            layout=snap.layout,
         )
         try:
             yield from read_splits(reader, [split], schema, filter)
@@ -926,4 +978,5 @@ class Table:
             end,
             end_snapshot.schema,
             storage_options=self.storage_options,
+            layout=end_snapshot.layout,
         )

@@ -70,7 +70,7 @@ def execute_task(
     started = time.perf_counter()
     advance = progress or (lambda _n: None)
     storage, root = open_storage(uri, dict(storage_options or {}) or None)
-    reader = SplitReader(storage, root, schema, storage_options=storage_options)
+    reader = SplitReader(storage, root, schema, storage_options=storage_options, layout=task.layout)
     try:
         blocklets = [
             (s, b)
@@ -93,6 +93,8 @@ def execute_task(
         reader.close()
     advance(task.num_bytes - sum(entry.length for _, entry in blocklets))  # file headers
     table = _sorted(table, task.sort_columns).combine_chunks()
+    file_schema = task.layout.file_schema(schema)
+    table = table.rename_columns(file_schema.names)
     reported = 0  # of the task's bytes, for the rows written so far
     files: list[BlockletsAppended] = []
     written = 0
@@ -102,7 +104,7 @@ def execute_task(
         rel = f"segments/{task.output_id}/part-{task.task_id}-{uuid.uuid4().hex[:8]}.cblt"
         writer = BlockletFileWriter(
             storage.uri(storage.join(root, rel)),
-            schema,
+            file_schema,
             compression_level=task.compression_level,
             storage_options=storage_options,
         )

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.metadata import SegmentState, Snapshot
+from carbonlite.metadata.columns import IDENTITY, ColumnLayout
 from carbonlite.properties import TableProperties
 from carbonlite.reader.planner import Split, file_split
 
@@ -73,6 +74,9 @@ class CompactionTask:
     content_hash: str | None = None
     """The content hash of the one input's rows, when known: the output keeps it (it holds
     the same rows)."""
+    layout: ColumnLayout = IDENTITY
+    """Where the columns lie in data files: inputs are read through it and the output is
+    written under the schema's physical names (``metadata/columns.py``)."""
 
     @property
     def num_rows(self) -> int:
@@ -135,6 +139,7 @@ def _task(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> Com
         compression_level=props.compression_level,
         partition=inputs[0].partition,
         content_hash=inputs[0].current_hash if len(inputs) == 1 else None,
+        layout=snapshot.layout,
     )
 
 

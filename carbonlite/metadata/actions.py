@@ -14,6 +14,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from carbonlite.format.stats import ColumnStats
+from carbonlite.metadata.columns import ColumnMapping, DroppedColumn
 
 __all__ = [
     "DELETION_VECTOR_FORMAT_VERSION",
@@ -38,7 +39,7 @@ __all__ = [
     "TxnMarker",
 ]
 
-LOG_FORMAT_VERSION = 5
+LOG_FORMAT_VERSION = 6
 """Version of the log and table layout this library writes (and the newest it reads).
 
 1: the first layout. 2: every log version and checkpoint is sealed with a CRC-32C
@@ -51,7 +52,10 @@ by deletion vectors (the ``deleteRows`` action, and the files' deletions in chec
 table of format 3 is raised to 4 by its first row-level change, in the same version. 5:
 partitioned tables (``partition_by``; each segment holds one partition's rows), content
 hashes of published partitions and the publisher's state tables (``storeState``); a table is
-raised to 5 by its first publish, and created at 5 when it is partitioned."""
+raised to 5 by its first publish, and created at 5 when it is partitioned. 6: column ids
+(``metadata/columns.py``): each column has an id and a physical name in data files and
+statistics, so columns can be renamed, dropped and widened and have defaults without
+rewriting data; tables of older formats get ids from ``upgrade``."""
 
 PARTITION_FORMAT_VERSION = 5
 """The first format version with partitions, content hashes and stored state."""
@@ -87,6 +91,13 @@ class TableMetadata:
     partition_by: tuple[str, ...] = ()
     """Partition fields (format 5 on): ``"region"``, ``"day(ts)"``, ``"bucket(16, id)"``
     (``metadata/partition_spec.py``)."""
+    columns: tuple[ColumnMapping, ...] = ()
+    """Each schema column's id, physical name and default, in schema order (format 6 on;
+    empty: every column lies under its own name, ``metadata/columns.py``)."""
+    dropped: tuple[DroppedColumn, ...] = ()
+    """Columns dropped from the schema (their pages stay in older files, unread)."""
+    last_column_id: int = 0
+    """The highest column id given so far: ids are never reused."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from carbonlite.metadata.actions import (
     TableMetadata,
 )
 from carbonlite.metadata.blocklet_index import encode_blocklet_index
+from carbonlite.metadata.columns import physical_schema
 from carbonlite.metadata.manifest import ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.pmap import OrderedMap
 from carbonlite.metadata.seal import SealMismatchError, seal, unseal
@@ -169,7 +170,7 @@ def _header(snapshot: Snapshot) -> dict[str, Any]:
 
 def encode_checkpoint(snapshot: Snapshot, refs: tuple[ManifestRef, ...]) -> bytes:
     """The format 3 document of ``snapshot`` whose entries all lie in ``refs``."""
-    types = {f.name: f.type for f in snapshot.schema}
+    types = {f.name: f.type for f in snapshot.physical_schema}
     doc = {
         "checkpoint": {
             "version": snapshot.version,
@@ -199,7 +200,7 @@ def encode_legacy_checkpoint(snapshot: Snapshot, index_name: str) -> tuple[bytes
             entries.append(entry)
             files.append(f.blocklets)
         segments.append(_segment_to_json(seg, entries))
-    index = encode_blocklet_index(files, snapshot.schema)
+    index = encode_blocklet_index(files, snapshot.physical_schema)
     header = _header(snapshot)  # next_segment too: older readers ignore it
     doc = {
         "checkpoint": {
@@ -234,7 +235,7 @@ def decode_checkpoint(
             raise CorruptDataError("checkpoint carries no checksum seal (damaged)", path=where)
         legacy = "manifests" not in doc
         refs = _legacy_refs(doc, where) if legacy else _manifest_refs(doc, metadata, where)
-        manifests = ManifestSet(refs, store, metadata.schema)
+        manifests = ManifestSet(refs, store, physical_schema(metadata))
         segments = _segments(doc["segments"], manifests, where)
         check_checkpoint_names(
             refs[0].name if legacy else "manifests",
@@ -296,7 +297,7 @@ def _legacy_refs(doc: dict[str, Any], where: str) -> tuple[ManifestRef, ...]:
 def _manifest_refs(
     doc: dict[str, Any], metadata: TableMetadata, where: str
 ) -> tuple[ManifestRef, ...]:
-    types = {f.name: f.type for f in metadata.schema}
+    types = {f.name: f.type for f in physical_schema(metadata)}
     return tuple(_ref_from_json(r, types, where) for r in doc["manifests"])
 
 

@@ -113,7 +113,7 @@ class Log:
             return decode_actions(data, None, where=self.storage.uri(path))
         return decode_actions(
             data,
-            snapshot.schema,
+            snapshot.physical_schema,
             where=self.storage.uri(path),
             format_version=snapshot.metadata.format_version,
         )
@@ -129,7 +129,7 @@ class Log:
         commit id) or another's. When the storage cannot tell, the write is tried again with
         the same bytes; if it still cannot, :class:`CommitStateUnknownError`.
         """
-        data = encode_actions(actions, snapshot.schema)
+        data = encode_actions(actions, snapshot.physical_schema)
         path = self.version_path(version)
         failure: Exception | None = None
         for _ in range(_UNKNOWN_STATE_TRIES):
@@ -282,7 +282,7 @@ class Log:
         reach("checkpoint.after_document")
         self._advance_pointer(snapshot.version)
         self.manifests.forget(refs)
-        return snapshot.with_manifests(ManifestSet(refs, self.manifests, snapshot.schema))
+        return snapshot.with_manifests(ManifestSet(refs, self.manifests, snapshot.physical_schema))
 
     def _advance_pointer(self, version: int) -> None:
         current = self.last_checkpoint()

@@ -57,7 +57,7 @@ def _make(
         max_version=snapshot.version,
         level=level,
         segments=tuple(sorted(set(segments))),
-        stats=summarize(table, snapshot.schema),
+        stats=summarize(table, snapshot.physical_schema),
     )
     return ref, data, table
 
@@ -80,7 +80,7 @@ def plan_manifests(
         if (f.num_blocklets if legacy else f.has_tail)
     ]
     if groups:
-        table = entries_table(((p, e) for p, e, _ in groups), snapshot.schema)
+        table = entries_table(((p, e) for p, e, _ in groups), snapshot.physical_schema)
         first = max((r.max_version for r in refs), default=-1) + 1
         new = _make(table, snapshot, level=0, min_version=first, segments=(s for *_, s in groups))
         written.append(new)
@@ -124,7 +124,7 @@ def _merge(
 ) -> NewManifest | None:
     """One manifest holding the entries of ``inputs`` whose files the state still has
     (``fresh``: manifests of this checkpoint, not written yet)."""
-    schema = snapshot.schema
+    schema = snapshot.physical_schema
     tables = [
         conform_entries(fresh[r.name], schema) if r.name in fresh else store.load(r, schema).table
         for r in inputs

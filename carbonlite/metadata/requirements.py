@@ -20,11 +20,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from carbonlite.errors import CommitConflictError, RowsChangedError
+from carbonlite.errors import CommitConflictError, RowsChangedError, SchemaMismatchError
 from carbonlite.metadata.actions import TableMetadata
+from carbonlite.metadata.columns import schema_change_problems
 from carbonlite.metadata.snapshot import Snapshot
 
 __all__ = [
+    "ColumnsAsWritten",
     "DataUnchangedSince",
     "DeletionsAsRead",
     "FileAppendable",
@@ -381,6 +383,26 @@ class SegmentStreaming:
                 f"version {snapshot.version} (read at version {read_version})",
                 snapshot,
                 read_version,
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnsAsWritten:
+    """The columns a commit's rows were written with are still the table's, under the same
+    names (a widening of their type, or a column added since, lets the rows in): a writer
+    whose schema predates a rename or a drop commits nothing."""
+
+    metadata: TableMetadata
+
+    def check(self, snapshot: Snapshot, read_version: int) -> None:
+        problems = schema_change_problems(self.metadata, snapshot.metadata)
+        if problems:
+            raise SchemaMismatchError(
+                f"the rows of this commit to {snapshot.table_path!r} were written with a schema "
+                f"older than the table's (read at version {read_version}, the table is at "
+                f"version {snapshot.version}); nothing was committed: reopen the table (or "
+                "restart the writer) and write them with the columns it has now",
+                problems,
             )
 
 

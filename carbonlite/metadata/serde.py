@@ -33,6 +33,13 @@ from carbonlite.metadata.actions import (
     TableMetadata,
     TxnMarker,
 )
+from carbonlite.metadata.columns import (
+    columns_from_json,
+    columns_to_json,
+    dropped_from_json,
+    dropped_to_json,
+    physical_schema,
+)
 from carbonlite.metadata.schema_json import schema_from_json, schema_to_json
 from carbonlite.metadata.seal import SealMismatchError, seal, unseal
 
@@ -88,10 +95,12 @@ def stats_to_json(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, s in stats.items():
+        t = types.get(name)
+        if t is None:
+            continue  # a column the schema no longer has (dropped, or widened to a new domain)
         entry: dict[str, Any] = {"nulls": s.null_count}
         if s.nan_count:
             entry["nans"] = s.nan_count
-        t = types[name]
         if s.min is not None:
             entry["min"] = stat_to_json(s.min, t)
         if s.max is not None:
@@ -208,19 +217,28 @@ def metadata_to_json(m: TableMetadata) -> dict[str, Any]:
         out["primary_key"] = list(m.primary_key)
     if m.partition_by:
         out["partition_by"] = list(m.partition_by)
+    if m.columns:
+        out["columns"] = columns_to_json(m.columns, m.schema)
+        out["last_column_id"] = m.last_column_id
+    if m.dropped:
+        out["dropped"] = dropped_to_json(m.dropped)
     return out
 
 
 def metadata_from_json(obj: Mapping[str, Any]) -> TableMetadata:
+    schema = schema_from_json(obj["schema"])
     return TableMetadata(
         table_id=obj["table_id"],
         format_version=obj["format_version"],
-        schema=schema_from_json(obj["schema"]),
+        schema=schema,
         sort_columns=tuple(obj.get("sort_columns", ())),
         properties=dict(obj.get("properties", {})),
         created_time=obj.get("created_time", 0),
         primary_key=tuple(obj.get("primary_key", ())),
         partition_by=tuple(obj.get("partition_by", ())),
+        columns=columns_from_json(obj["columns"], schema) if "columns" in obj else (),
+        dropped=dropped_from_json(obj.get("dropped", ())),
+        last_column_id=int(obj.get("last_column_id", 0)),
     )
 
 
@@ -297,7 +315,7 @@ def encode_actions(actions: list[Action], schema: pa.Schema) -> bytes:
         raise ValueError("a log version must end with its commitInfo")
     for a in actions:
         if isinstance(a, TableMetadata):
-            schema = a.schema
+            schema = physical_schema(a)
     types = _types(schema)
     body = "\n".join(dumps(_action_to_json(a, types)) for a in actions).encode("utf-8")
     return seal(body, 2) + b"\n"
@@ -397,7 +415,7 @@ def decode_actions(
         # A version is encoded with the schema it ends with (see encode_actions).
         for key, value in entries:
             if key == "metaData":
-                schema = schema_from_json(value["schema"])
+                schema = physical_schema(metadata_from_json(value))
                 declared = int(value["format_version"])  # a version may raise the format
                 format_version = max(format_version or declared, declared)
     except (ValueError, KeyError, TypeError, AttributeError, ArithmeticError) as exc:

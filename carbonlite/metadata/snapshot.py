@@ -30,6 +30,7 @@ from carbonlite.metadata.actions import (
     TxnMarker,
 )
 from carbonlite.metadata.checkpoint_policy import replay_progress
+from carbonlite.metadata.columns import ColumnLayout, layout_of, physical_schema
 from carbonlite.metadata.pmap import OrderedMap
 from carbonlite.metadata.segment_state import FileState, SegmentState
 from carbonlite.names import check_log_name, check_log_path
@@ -142,6 +143,17 @@ class Snapshot:
     @property
     def schema(self) -> pa.Schema:
         return self.metadata.schema
+
+    @property
+    def physical_schema(self) -> pa.Schema:
+        """The schema with each column's physical name: what data files are written with and
+        blocklet statistics are keyed by (``metadata/columns.py``)."""
+        return physical_schema(self.metadata)
+
+    @property
+    def layout(self) -> ColumnLayout:
+        """How the schema's columns lie in data files (``metadata/columns.py``)."""
+        return layout_of(self.metadata)
 
     @property
     def properties(self) -> Mapping[str, str]:

@@ -27,6 +27,7 @@ from carbonlite.metadata import (
     SegmentStatusChanged,
     Snapshot,
 )
+from carbonlite.metadata.columns import ColumnLayout
 from carbonlite.reader.planner import Split, file_split
 from carbonlite.reader.scan import ROW_POSITION, SplitReader, read_splits
 from carbonlite.storage import Storage
@@ -123,11 +124,12 @@ def read_changes(
     schema: pa.Schema,
     *,
     storage_options: Mapping[str, Any] | None,
+    layout: ColumnLayout,
 ) -> pa.Table:
     """Changes of versions ``start.version + 1 .. end_version`` (from 0 when ``start`` is None),
     in ``schema`` (the schema at ``end_version``) plus the change columns."""
     out_schema = pa.schema([*schema, *CHANGE_COLUMNS])
-    reader = SplitReader(storage, root, schema, storage_options=storage_options)
+    reader = SplitReader(storage, root, schema, storage_options=storage_options, layout=layout)
 
     def batches() -> Iterator[pa.RecordBatch]:
         snapshot = start

@@ -16,10 +16,11 @@ import pyarrow as pa
 from carbonlite.errors import SchemaMismatchError
 from carbonlite.metadata import BlockletEntry, DeletionRef, FileState, SegmentState, Snapshot
 from carbonlite.metadata.blocklet_index import entries_table
+from carbonlite.metadata.columns import IDENTITY, ColumnLayout
 from carbonlite.metadata.manifest import ManifestSet
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.partition_prune import pruned_segments
-from carbonlite.reader.predicate import Predicate, can_match
+from carbonlite.reader.predicate import Predicate, can_match, renamed
 from carbonlite.reader.prune_columns import match_mask, one_chunk
 
 __all__ = [
@@ -100,6 +101,8 @@ class ScanPlan:
     blocklets_selected: int
     bytes_total: int
     bytes_selected: int
+    layout: ColumnLayout = IDENTITY
+    """Where the table's columns lie in data files (``metadata/columns.py``)."""
 
     @property
     def blocklets_pruned(self) -> int:
@@ -144,11 +147,15 @@ def plan_scan(
     entries of the others are matched with Arrow compute (``prune_arrays``); only the
     selected blocklets become objects."""
     schema = project_schema(snapshot.schema, columns, where=repr(snapshot.table_path))
-    types = {f.name: f.type for f in snapshot.schema}
+    types = {f.name: f.type for f in snapshot.physical_schema}
     predicate = filter.predicate if filter is not None else None
     pruned: set[str] = set()
     if predicate is not None and snapshot.metadata.partition_by:
         pruned = pruned_segments(snapshot, predicate)
+    if predicate is not None and not snapshot.layout.is_identity:
+        # statistics are kept under physical names (metadata/columns.py)
+        layout = snapshot.layout
+        predicate = renamed(predicate, {n: layout.physical(n) for n in snapshot.schema.names})
     live: dict[str, tuple[int, SegmentState, FileState]] = {}
     total, bytes_total = snapshot.memo("blocklet_totals", lambda: _totals(snapshot))
     for seg in snapshot.live_segments():
@@ -172,7 +179,7 @@ def plan_scan(
             chunks.append(_select(table, live, predicate, types, source=manifests))
     tails = [(f.path, f.tail) for _, _, f in live.values() if f.has_tail]
     if tails:
-        tail_table = entries_table(tails, snapshot.schema)
+        tail_table = entries_table(tails, snapshot.physical_schema)
         chunks.append(_select(tail_table, live, predicate, types, source=None))
     splits = _splits(chunks, live, split_bytes)
     return ScanPlan(
@@ -184,6 +191,7 @@ def plan_scan(
         blocklets_selected=sum(len(s.blocklets) for s in splits),
         bytes_total=bytes_total,
         bytes_selected=sum(s.num_bytes for s in splits),
+        layout=snapshot.layout,
     )
 
 

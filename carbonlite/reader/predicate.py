@@ -9,6 +9,7 @@ did not need, never skip one it did.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 from collections.abc import Mapping
@@ -94,6 +95,18 @@ class Unknown:
 
 
 Predicate = Compare | IsIn | IsNull | IsNan | And | Or | Not | Unknown
+
+
+def renamed(p: Predicate, names: Mapping[str, str]) -> Predicate:
+    """``p`` over the columns ``names`` maps its columns to (logical names to the physical
+    names statistics are kept under); columns not in ``names`` keep theirs."""
+    if isinstance(p, (And, Or)):
+        return type(p)(tuple(renamed(q, names) for q in p.parts))
+    if isinstance(p, Not):
+        return Not(renamed(p.part, names))
+    if isinstance(p, Unknown):
+        return p
+    return dataclasses.replace(p, column=names.get(p.column, p.column))
 
 
 # --- literals in a column's comparable domain --------------------------------------------------

@@ -19,6 +19,7 @@ from carbonlite.format import BlockletFileReader, BlockletMeta
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
 from carbonlite.metadata import BlockletEntry, DeletionRef
+from carbonlite.metadata.columns import ColumnLayout
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import ScanPlan, Split
 from carbonlite.storage import Storage
@@ -47,10 +48,13 @@ class SplitReader:
         *,
         storage_options: Mapping[str, Any] | None = None,
         version: int | None = None,
+        layout: ColumnLayout,
     ) -> None:
         self.storage = storage
         self.root = root
         self.table_schema = table_schema
+        self.layout = layout
+        """Where each column of ``table_schema`` lies in data files (``metadata/columns.py``)."""
         self.storage_options = dict(storage_options or {})
         self.version = version
         self._readers: dict[tuple[str, int], BlockletFileReader] = {}
@@ -129,9 +133,12 @@ class SplitReader:
             for f in self.table_schema
             if f.name in output.names or (filter is not None and f.name in filter.columns)
         ]
-        present = [f.name for f in needed if f.name in reader.schema.names]
         meta = BlockletMeta(blocklet.offset, blocklet.length, blocklet.num_rows)
-        batch = reader.read_blocklet(meta, present)
+        if self.layout.is_identity:
+            present = [f.name for f in needed if f.name in reader.schema.names]
+            batch = reader.read_blocklet(meta, present)
+        else:
+            batch, present = self._read_mapped(reader, meta, needed)
         ref = split.deletion_of(blocklet) if split.deletions else None
         start, stop = (0, blocklet.num_rows) if rows is None else rows
         whole = (start, stop) == (0, blocklet.num_rows)
@@ -161,6 +168,27 @@ class SplitReader:
         if names + ([ROW_POSITION] if positions else []) != wanted:
             batch = batch.select(wanted) if wanted else _rows_only(batch.num_rows)
         return batch
+
+    def _read_mapped(
+        self, reader: BlockletFileReader, meta: BlockletMeta, needed: list[pa.Field]
+    ) -> tuple[pa.RecordBatch, list[str]]:
+        """The columns ``needed`` (logical) of a blocklet read under their physical names, cast
+        up to the schema's types, defaults where the file lacks them; and the names read."""
+        file_schema = reader.schema
+        wanted = sorted(
+            {n for f in needed for n in self.layout.file_names(f.name) if n in file_schema.names}
+        )
+        raw = reader.read_blocklet(meta, wanted)
+        arrays, present = [], []
+        for f in needed:
+            array = self.layout.read_column(f, file_schema, raw.column, meta.num_rows)
+            if array is not None:
+                arrays.append(array)
+                present.append(f.name)
+        fields = [f for f in needed if f.name in present]
+        if not fields:
+            return _rows_only(meta.num_rows), present
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)), present
 
     def close(self) -> None:
         with self._lock:
@@ -204,7 +232,12 @@ def plan_batches(
     """Every row of ``plan``, batch by batch; closing the generator stops the read-ahead and
     closes the files."""
     split_reader = SplitReader(
-        storage, root, plan.table_schema, storage_options=storage_options, version=plan.version
+        storage,
+        root,
+        plan.table_schema,
+        storage_options=storage_options,
+        version=plan.version,
+        layout=plan.layout,
     )
     try:
         for batch in read_splits(split_reader, plan.splits, plan.schema, filter):

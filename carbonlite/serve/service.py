@@ -516,7 +516,11 @@ class FlightService(flight.FlightServerBase):
             raise BadRequestError(f"ticket split {t.split} is not in the plan")
         table = self.catalog.table(t.table, refresh=False)
         reader = SplitReader(
-            table.storage, table.root, plan.table_schema, storage_options=table.storage_options
+            table.storage,
+            table.root,
+            plan.table_schema,
+            storage_options=table.storage_options,
+            layout=plan.layout,
         )
         batches = read_splits(reader, [plan.splits[t.split]], plan.schema, parsed)
 

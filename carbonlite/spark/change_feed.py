@@ -125,6 +125,7 @@ def read_change_partition(p: ChangeFeedPartition) -> Iterator[pa.RecordBatch]:
             p.version,
             snapshot.schema,
             storage_options=table.storage_options,
+            layout=snapshot.layout,
         ).select([*p.columns, *(f.name for f in CHANGE_COLUMNS)])
     for batch in changes.to_batches():
         yield cast_for_spark(batch, p.output)

@@ -27,6 +27,7 @@ from carbonlite.errors import (
     InvalidOptionError,
     SchemaMismatchError,
 )
+from carbonlite.metadata.columns import IDENTITY, ColumnLayout
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, Split
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -70,6 +71,8 @@ class SplitsPartition(InputPartition):
     splits: list[Split] = field(default_factory=list)
     filter: pc.Expression | None = None
     version: int | None = None
+    layout: ColumnLayout = IDENTITY
+    """Where the columns lie in data files (``metadata/columns.py``)."""
 
 
 def group_splits(splits: Sequence[Split], target: int = PARTITION_BYTES) -> list[list[Split]]:
@@ -91,6 +94,7 @@ class _ReaderFields(Protocol):
     table_schema: pa.Schema
     columns: list[str]
     nullable: list[bool] | None
+    layout: ColumnLayout
 
 
 def partitions_of(
@@ -111,6 +115,7 @@ def partitions_of(
             splits=group,
             filter=filter,
             version=version,
+            layout=reader.layout,
         )
         for group in group_splits(splits)
     ]
@@ -127,7 +132,12 @@ def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
         parse_filter(p.filter, p.table_schema, where=repr(p.uri)) if p.filter is not None else None
     )
     reader = SplitReader(
-        storage, root, p.table_schema, storage_options=p.storage_options, version=p.version
+        storage,
+        root,
+        p.table_schema,
+        storage_options=p.storage_options,
+        version=p.version,
+        layout=p.layout,
     )
     try:
         for batch in read_splits(reader, p.splits, output, parsed):
@@ -249,7 +259,9 @@ class CarbonLiteBatchReader(DataSourceReader):
         self.snapshot_version = read_version(options, table)
         self.uri = table.path
         self.storage_options = table.storage_options
-        self.table_schema = table.snapshot(self.snapshot_version).schema
+        snapshot = table.snapshot(self.snapshot_version)
+        self.table_schema = snapshot.schema
+        self.layout = snapshot.layout
         self.columns = requested_columns(self.table_schema, spark_schema, repr(self.uri))
         self.nullable = nullable_of(self.table_schema, spark_schema)
         self.option_filter = _filter_option(options, self.table_schema, repr(self.uri))

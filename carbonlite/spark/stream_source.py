@@ -135,6 +135,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.uri = table.path
         self.storage_options = table.storage_options
         self.table_schema = table.schema
+        self.layout = table._snapshot.layout
         self.columns = requested_columns(self.table_schema, spark_schema, repr(self.uri))
         self.nullable = nullable_of(self.table_schema, spark_schema)
         self.max_files = options.get_int("maxFilesPerTrigger", minimum=1)

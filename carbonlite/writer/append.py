@@ -48,6 +48,8 @@ from carbonlite.metadata import (
     TxnNotCommitted,
     commit,
 )
+from carbonlite.metadata.columns import ColumnLayout, layout_of, stamped
+from carbonlite.metadata.requirements import ColumnsAsWritten
 from carbonlite.names import check_writer_id
 from carbonlite.properties import TableProperties
 from carbonlite.seams import reach
@@ -60,6 +62,7 @@ from carbonlite.writer.batches import (
 )
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.partition_rows import PartitionRows, partition_spec, route_rows
+from carbonlite.writer.schema_changes import adding_columns
 from carbonlite.writer.stream_file import copy_blocklets, write_blocklets
 
 __all__ = [
@@ -164,6 +167,9 @@ class AppendCommit:
     """Transaction markers it moves, ``app_id -> (previous, new)``, each a compare-and-set
     (``TxnContinues``), decided together (``MarkersContinue``): one per Kafka partition an
     ingester consumed, one per producer a Flight flush commits."""
+    written_with: TableMetadata | None = None
+    """The table metadata its rows were written with (their columns' names and physical
+    names): a rename or drop of one of them since refuses the commit (``ColumnsAsWritten``)."""
 
     @property
     def requirements(self) -> tuple[Requirement, ...]:
@@ -174,6 +180,9 @@ class AppendCommit:
         requirements: list[Requirement] = []
         if self.metadata is not None:
             requirements.append(MetadataUnchanged(self.metadata[0]))
+        if self.written_with is not None and self.appends and self.metadata is None:
+            # (a commit that changes the metadata itself requires it unchanged, above)
+            requirements.append(ColumnsAsWritten(self.written_with))
         if self.deletions_read or self.deletions or self.row_level:
             requirements.append(DeletionsAsRead(self.deletions_read, self.operation.lower()))
             requirements.append(RowsUnchangedSince(self.operation.lower()))
@@ -199,7 +208,9 @@ class AppendCommit:
         return tuple(requirements)
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
-        actions: list[Action] = [] if self.metadata is None else [self.metadata[1]]
+        actions: list[Action] = (
+            [] if self.metadata is None else [stamped(self.metadata[1], snapshot.version + 1)]
+        )
         actions.extend(
             SegmentAdded(
                 segment_id=sid,
@@ -472,7 +483,10 @@ class TableWriter:
         """Plan (the schema, the rows by partition), write the blocklets, build the commit
         and commit it."""
         schema, metadata, parts = _incoming(log, snapshot, data, merge_schema, parts)
-        written = self._write_parts(snapshot, schema, parts, overwrite=overwrite or fresh)
+        written_with = snapshot.metadata if metadata is None else metadata[1]
+        written = self._write_parts(
+            snapshot, schema, parts, overwrite=overwrite or fresh, layout=layout_of(written_with)
+        )
         metadata = _format_for(snapshot, metadata, changes, written.hashes, states)
         if (
             not written.appends
@@ -492,6 +506,7 @@ class TableWriter:
             operation=operation,
             parameters=self._parameters(overwrite, txn, progress, metadata, merge_schema, changes),
             metadata=metadata,
+            written_with=written_with,
             started_ms=started_ms,
             deletions=changes.deletions,
             deletions_read=changes.deletions_read,
@@ -517,17 +532,19 @@ class TableWriter:
         parts: Sequence[PartitionRows],
         *,
         overwrite: bool,
+        layout: ColumnLayout,
     ) -> _Written:
         """Each part's rows as blocklets appended to its segment's stream file (a new segment
         for a partition that has none taking appends, or for an overwrite)."""
         props = TableProperties(snapshot.properties)
         written = _Written()
         number = snapshot.next_segment_number()
+        file_schema = layout.file_schema(schema)
         for part in parts:
             segment_id, created = self.target_segment(
                 snapshot, overwrite=overwrite, partition=part.partition, number=number
             )
-            file, committed = self.stream_file(snapshot, segment_id, schema)
+            file, committed = self.stream_file(snapshot, segment_id, file_schema)
             appended = write_blocklets(
                 self.storage,
                 self.root,
@@ -541,10 +558,11 @@ class TableWriter:
                 codec=props.stream_codec,
                 max_rows=props.blocklet_max_rows,
                 max_bytes=props.blocklet_max_bytes,
+                layout=layout,
             )
             if appended is None:
                 continue
-            self._file_schemas.setdefault(file, schema)
+            self._file_schemas.setdefault(file, file_schema)
             written.appends.append(appended)
             if created:
                 written.new_segments[segment_id] = part.partition
@@ -736,13 +754,34 @@ def _incoming(
             batches = itertools.chain([first], batches)
             merged = merged_schema(schema, first.schema, where=log.uri)
             if not merged.equals(schema):
-                metadata = (snapshot.metadata, replace(snapshot.metadata, schema=merged))
-                schema = merged
+                added = list(merged)[len(schema) :]
+                new = adding_columns(snapshot, added, {}, where=log.uri)
+                metadata = (snapshot.metadata, new)
+                schema = new.schema
+    in_force = snapshot.metadata if metadata is None else metadata[1]
+    defaults = layout_of(in_force).defaults
     if parts is None:
-        rows = conformed_batches(batches, schema, where=log.uri, fill_missing=merge_schema)
+        rows = conformed_batches(
+            batches,
+            schema,
+            where=log.uri,
+            fill_missing=merge_schema,
+            defaults=defaults,
+            metadata=in_force,
+        )
         return schema, metadata, route_rows(partition_spec(snapshot.metadata), rows, schema)
     conformed = [
-        replace(p, data=conformed_batches(p.data, schema, where=log.uri, fill_missing=False))
+        replace(
+            p,
+            data=conformed_batches(
+                p.data,
+                schema,
+                where=log.uri,
+                fill_missing=False,
+                defaults=defaults,
+                metadata=in_force,
+            ),
+        )
         for p in parts
     ]
     return schema, metadata, conformed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -17,6 +17,7 @@ from carbonlite.errors import (
 from carbonlite.format.casts import storage_type
 from carbonlite.format.conform import conform_batch, schema_differences
 from carbonlite.format.types import check_schema
+from carbonlite.metadata.columns import former_name_problems
 from carbonlite.reader.changes import reserved_name_problems
 
 __all__ = [
@@ -152,15 +153,50 @@ def iter_record_batches(
 
 
 def conformed_batches(
-    data: TableData, schema: pa.Schema, *, where: str, fill_missing: bool
+    data: TableData,
+    schema: pa.Schema,
+    *,
+    where: str,
+    fill_missing: bool,
+    defaults: Mapping[str, Any] | None = None,
+    metadata: Any = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Batches of ``data`` in ``schema``'s exact shape. ``fill_missing``: nullable columns
-    the data lacks become null (``schema_mode="merge"``, a Spark or Flight writer); otherwise
-    a column the data lacks is a :class:`SchemaMismatchError` naming every one."""
+    """Batches of ``data`` in ``schema``'s exact shape. Columns with ``defaults`` (column
+    -> value) the data lacks get their default. ``fill_missing``: other nullable columns the
+    data lacks become null (``schema_mode="merge"``, a Spark or Flight writer); otherwise a
+    column the data lacks is a :class:`SchemaMismatchError` naming every one. ``metadata``
+    (the table's): such an error also names the rename or drop behind a column the data has
+    and the table no longer does."""
     for batch in iter_record_batches(data, schema=schema):
-        if not fill_missing:
-            check_complete(batch.schema, schema, where=where, fix=_FILL_WITH_MERGE)
-        yield conform_batch(batch, schema, where=where, allow_missing_nullable=fill_missing)
+        if defaults:
+            batch = _with_defaults(batch, schema, defaults)
+        try:
+            if not fill_missing:
+                check_complete(batch.schema, schema, where=where, fix=_FILL_WITH_MERGE)
+            conformed = conform_batch(
+                batch, schema, where=where, allow_missing_nullable=fill_missing
+            )
+        except SchemaMismatchError as exc:
+            hints = former_name_problems(batch.schema.names, metadata) if metadata else []
+            if not hints:
+                raise
+            raise SchemaMismatchError(
+                f"data for {where} names columns the table no longer has; nothing was written: "
+                "write them under the table's present names",
+                [*hints, *exc.differences],
+            ) from None
+        yield conformed
+
+
+def _with_defaults(
+    batch: pa.RecordBatch, schema: pa.Schema, defaults: Mapping[str, Any]
+) -> pa.RecordBatch:
+    """``batch`` with a column of its default for each column of ``defaults`` it lacks."""
+    for name, value in defaults.items():
+        if name not in batch.schema.names and name in schema.names:
+            column = pa.repeat(pa.scalar(value, schema.field(name).type), batch.num_rows)
+            batch = batch.append_column(schema.field(name), column)
+    return batch
 
 
 _FILL_WITH_MERGE = "give them in the data, or pass schema_mode='merge' to write them as nulls"

@@ -120,12 +120,20 @@ def _write(
         committed_length=committed,
         schema=plan.schema,
         # the Spark sink takes a DataFrame without some nullable columns (spark/sink.py)
-        batches=conformed_batches(batches, plan.schema, where=plan.uri, fill_missing=True),
+        batches=conformed_batches(
+            batches,
+            plan.schema,
+            where=plan.uri,
+            fill_missing=True,
+            defaults=plan.layout.defaults,
+            metadata=plan.metadata,
+        ),
         storage_options=plan.storage_options,
         compression_level=plan.compression_level,
         codec=plan.codec,
         max_rows=plan.blocklet_max_rows,
         max_bytes=plan.blocklet_max_bytes,
+        layout=plan.layout,
     )
 
 

@@ -160,7 +160,12 @@ def read_located(job: ChangeJob, group: int) -> Iterator[pa.RecordBatch]:
     plan = job.plan
     storage, root = open_storage(plan.uri, plan.storage_options or None)
     reader = SplitReader(
-        storage, root, plan.schema, storage_options=plan.storage_options, version=job.version
+        storage,
+        root,
+        plan.schema,
+        storage_options=plan.storage_options,
+        version=job.version,
+        layout=plan.layout,
     )
     columns = job.read_schema
     output = located_schema(columns)
@@ -251,7 +256,12 @@ def _write_vectors(job: ChangeJob, deleted: _Deleted, token: str) -> tuple[RowsD
     plan = job.plan
     storage, root = open_storage(plan.uri, plan.storage_options or None)
     reader = SplitReader(
-        storage, root, plan.schema, storage_options=plan.storage_options, version=job.version
+        storage,
+        root,
+        plan.schema,
+        storage_options=plan.storage_options,
+        version=job.version,
+        layout=plan.layout,
     )
     out = []
     try:

@@ -75,7 +75,11 @@ def commit_publish(
     started = plan.planned_ms if plan.planned_ms is not None else now_ms()
     for attempt in range(_MAX_ATTEMPTS):
         reader = SplitReader(
-            storage, root, snapshot.schema, storage_options=plan.storage_options or None
+            storage,
+            root,
+            snapshot.schema,
+            storage_options=plan.storage_options or None,
+            layout=snapshot.layout,
         )
         try:
             decided = classify(spec, snapshot, hashes, mode, reader)

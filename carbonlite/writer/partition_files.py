@@ -86,6 +86,7 @@ def write_partition_files(
             codec=plan.codec,
             max_rows=plan.blocklet_max_rows,
             max_bytes=plan.blocklet_max_bytes,
+            layout=plan.layout,
         )
         if appended is None:
             return
@@ -96,7 +97,14 @@ def write_partition_files(
         )
 
     # the Spark sink takes a DataFrame without some nullable columns (spark/sink.py)
-    for batch in conformed_batches(batches, plan.schema, where=plan.uri, fill_missing=True):
+    for batch in conformed_batches(
+        batches,
+        plan.schema,
+        where=plan.uri,
+        fill_missing=True,
+        defaults=plan.layout.defaults,
+        metadata=plan.metadata,
+    ):
         for value, part in spec.split(batch):
             key = partition_key(spec, value)
             pending.setdefault(key, []).append(part)

@@ -370,6 +370,7 @@ def run_publish(
             snapshot.schema,
             storage_options=storage_options,
             version=snapshot.version,
+            layout=snapshot.layout,
         )
         try:
             decided, parts = plan_publish(spec, snapshot, given, mode, reader)

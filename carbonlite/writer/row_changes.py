@@ -366,6 +366,7 @@ def commit_row_change(
             snapshot.schema,
             storage_options=storage_options,
             version=snapshot.version,
+            layout=snapshot.layout,
         )
         try:
             planned = plan(snapshot, reader)

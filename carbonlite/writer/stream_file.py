@@ -16,6 +16,7 @@ import pyarrow as pa
 from carbonlite.format import BlockletFileWriter, BlockletMeta
 from carbonlite.format.pages import PageCodec
 from carbonlite.metadata.actions import BlockletEntry, BlockletsAppended
+from carbonlite.metadata.columns import IDENTITY, ColumnLayout
 from carbonlite.storage import Storage
 
 __all__ = ["copy_blocklets", "to_entry", "write_blocklets"]
@@ -49,11 +50,15 @@ def write_blocklets(
     codec: PageCodec,
     max_rows: int,
     max_bytes: int,
+    layout: ColumnLayout = IDENTITY,
 ) -> BlockletsAppended | None:
     """Append ``batches`` as blocklets to ``file`` (relative to ``root``) after its committed
     length, pages compressed with ``codec`` (the table's ``stream_codec``; ``compression_level``
-    for zstd); None when there were no rows (nothing written, file untouched)."""
-    batches = iter(batches)
+    for zstd); None when there were no rows (nothing written, file untouched). ``schema`` and
+    ``batches`` have the table's column names; the file gets their physical names
+    (``layout``, ``metadata/columns.py``), and so do the blocklets' statistics."""
+    schema = layout.file_schema(schema)
+    batches = iter(batches) if layout.is_identity else map(layout.to_file, batches)
     first = next((b for b in batches if b.num_rows), None)
     if first is None:
         return None

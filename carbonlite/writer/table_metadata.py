@@ -8,15 +8,12 @@ that both change properties never silently drop one another's change).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-
-import pyarrow as pa
 
 from carbonlite._version import ENGINE
 from carbonlite.clock import elapsed_ms, now_ms
-from carbonlite.errors import InvalidOptionError, SchemaMismatchError
-from carbonlite.format.types import check_schema
+from carbonlite.errors import InvalidOptionError
 from carbonlite.metadata import (
     Action,
     CommitInfo,
@@ -25,11 +22,10 @@ from carbonlite.metadata import (
     Snapshot,
     TableMetadata,
 )
-from carbonlite.names import column_name_problems
+from carbonlite.metadata.columns import stamped
 from carbonlite.properties import PROPERTIES, validate_properties
-from carbonlite.reader.changes import reserved_name_problems
 
-__all__ = ["MetadataCommit", "with_columns", "with_properties", "without_properties"]
+__all__ = ["MetadataCommit", "with_properties", "without_properties"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +46,7 @@ class MetadataCommit:
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         now = now_ms()
         return [
-            self.metadata,
+            stamped(self.metadata, snapshot.version + 1),
             CommitInfo(
                 operation=self.operation,
                 timestamp=now,
@@ -64,38 +60,6 @@ class MetadataCommit:
                 writer_id=self.writer_id,
             ),
         ]
-
-
-def with_columns(
-    snapshot: Snapshot, fields: pa.Field | Sequence[pa.Field] | pa.Schema, *, where: str
-) -> MetadataCommit:
-    """Nullable columns added at the end of the schema (``Table.add_columns``)."""
-    if isinstance(fields, pa.Field):
-        new = [fields]
-    elif isinstance(fields, (pa.Schema, Sequence)) and not isinstance(fields, str):
-        new = list(fields)
-    else:
-        new = []
-    if not new or not all(isinstance(f, pa.Field) for f in new):
-        raise InvalidOptionError(
-            f"add_columns needs one or more pyarrow.Field (or a pyarrow.Schema), got {fields!r}"
-        )
-    problems = [f"column {f.name!r} already exists" for f in new if f.name in snapshot.schema.names]
-    problems += column_name_problems(new)
-    problems += [f"column {f.name!r} must be nullable to be added" for f in new if not f.nullable]
-    names = [f.name for f in new]
-    problems += [f"column {n!r} is given twice" for n in sorted(set(names)) if names.count(n) > 1]
-    problems += reserved_name_problems(names)
-    if problems:
-        raise SchemaMismatchError(f"cannot add columns to {where!r}", problems)
-    schema = pa.schema([*snapshot.schema, *new])
-    check_schema(schema)
-    return MetadataCommit(
-        snapshot.metadata,
-        dataclasses.replace(snapshot.metadata, schema=schema),
-        operation="ADD COLUMNS",
-        parameters={"columns": ",".join(names)},
-    )
 
 
 def with_properties(snapshot: Snapshot, properties: Mapping[str, str]) -> MetadataCommit | None:

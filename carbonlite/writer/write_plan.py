@@ -10,6 +10,8 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.format.pages import PageCodec
+from carbonlite.metadata.actions import TableMetadata
+from carbonlite.metadata.columns import IDENTITY, ColumnLayout, layout_of
 
 __all__ = ["WritePlan", "part_file"]
 
@@ -49,6 +51,13 @@ class WritePlan:
     replace_where: str | None = None
     """Delta's ``replaceWhere``: the rows this predicate keeps are deleted in the version that
     adds the written ones, and every written row must match it (``writer/replace_where.py``)."""
+    metadata: TableMetadata | None = None
+    """The table's metadata when planned: workers write under its physical column names and
+    defaults, and the commit is refused if a column was renamed or dropped since."""
+
+    @property
+    def layout(self) -> ColumnLayout:
+        return IDENTITY if self.metadata is None else layout_of(self.metadata)
 
     def done(self, app_id: str | None, batch_id: int | None) -> bool:
         """Whether the table already held ``(app_id, batch_id)`` when this was planned."""

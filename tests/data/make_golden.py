@@ -11,7 +11,8 @@ Every later CarbonLite version must read every golden table exactly as its expec
 of a table and of an iterable of batches, a transaction marker, ``add_columns``, an overwrite,
 an append leaving out nullable columns, a transaction-only commit, row-level deletes, an
 update and a merge (format 4: deletion vectors, some of them in a checkpoint), partitions
-by ``bucket(2, id)`` with publishes, content hashes and a stored state (format 5), and
+by ``bucket(2, id)`` with publishes, content hashes and a stored state (format 5), a
+rename, a drop, two widenings, a column with a default and a handoff after them (format 6), and
 checkpoints (every 4 versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
 """
 
@@ -109,7 +110,7 @@ def build(path: Path) -> None:
     t.add_columns(ADDED)  # 4: checkpoint
     t.append(rows_for(range(12, 15), extra=True))  # 5
     t.overwrite(rows_for(range(100, 104), extra=True), txn=(APP, 1))  # 6
-    t.append(rows_for(range(104, 106)))  # 7: note and score left out
+    t.append(rows_for(range(104, 106)), schema_mode="merge")  # 7: note and score left out
     t.append(rows_for(range(0, 0), extra=True), txn=(APP, 2))  # 8: batch id only; checkpoint
     t.append(rows_for(range(106, 109), extra=True))  # 9
     import pyarrow.compute as pc
@@ -126,6 +127,28 @@ def build(path: Path) -> None:
     t.publish(published.take([5, 3, 1, 4, 2, 0]), state={"deps": STATE})  # 15: state only
     bucket = t.partitions()[0].value  # 16: a snapshot publish of one bucket drops the other
     t.publish({bucket[0]: published.filter(_in_bucket(t, bucket))}, mode="snapshot")
+    if LOG_FORMAT_VERSION < 6:
+        return
+    t.rename_column("name", "label")  # 17: column ids; no data rewritten
+    t.drop_columns(["raw"])  # 18
+    t.widen_column("score", pa.float64())  # 19: same physical name, statistics kept
+    t.widen_column("day", pa.timestamp("us"))  # 20: a new physical name
+    t.add_columns([pa.field("rank", pa.int64())], defaults={"rank": 1})  # 21
+    later = rows_after_changes(range(300, 303))
+    t.append(later)  # 22: rank filled with its default
+    t.finish_streaming()  # 23
+    t.handoff()  # 24: older files written again under the new schema
+
+
+def rows_after_changes(ids: range) -> pa.Table:
+    """:func:`rows_for` (``extra``) in the schema of format 6's changes (versions 17-20):
+    ``name`` renamed ``label``, ``raw`` dropped, ``score`` and ``day`` widened."""
+    rows = rows_for(ids, extra=True).drop_columns(["raw"])
+    rows = rows.rename_columns(["label" if n == "name" else n for n in rows.schema.names])
+    for name, t in (("score", pa.float64()), ("day", pa.timestamp("us"))):
+        i = rows.schema.get_field_index(name)
+        rows = rows.set_column(i, name, rows.column(name).cast(t))
+    return rows
 
 
 def _in_bucket(t: Any, value: tuple[Any, ...]) -> Any:

@@ -1,0 +1,394 @@
+"""Column ids: how a table's columns lie in its data files (schema evolution, format 6).
+
+A table of format 6 gives each top-level column a stable ``id`` and a ``physical`` name, the
+name its pages carry in data files and its statistics carry in the log. A column keeps both
+for life: a rename changes only the table's (logical) name, a drop removes the column from
+the schema while its pages stay in old files, unread, and a column added later gets a fresh
+id and a physical name no other column had (``col-<id>-<random>``), so the pages of a dropped
+column of the same name never come back. Columns of tables created with ids start with their
+own names as physical names, so files look as they did.
+
+A widening keeps the physical name when the statistics keep their domain (integers, floats,
+decimals of one scale); ``date`` to ``timestamp`` changes it, and the old name goes into
+``previous``: files written before are read under it and cast, while their statistics, in
+days, are no longer found for the column (no pruning by them, never a wrong one).
+
+A column may have a ``default`` (Iceberg's ``initial-default`` and ``write-default``, the
+same value): rows of files written before it existed read it, and writers fill it for rows
+that leave the column out. Tables without ids (format 5 and older, until ``Table.upgrade``)
+map every column to its own name, with no defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = [
+    "COLUMN_ID_FORMAT_VERSION",
+    "IDENTITY",
+    "ColumnLayout",
+    "ColumnMapping",
+    "DroppedColumn",
+    "fresh_physical_name",
+    "layout_of",
+    "physical_schema",
+    "physical_to_logical",
+    "with_column_ids",
+]
+
+COLUMN_ID_FORMAT_VERSION = 6
+"""The first log format whose tables give columns ids (rename, drop, widen, defaults)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnMapping:
+    """Where one column of the schema lies: its id, its name in data files and statistics,
+    the older physical names its data may still be under, its default."""
+
+    id: int
+    physical: str
+    previous: tuple[tuple[str, str], ...] = ()
+    """Older physical names with the type written under each (a widening that changed the
+    statistics' domain), newest first: ``(name, type as JSON text)``."""
+    default: Any = None
+    """The default as a Python value of the column's type (``has_default`` says if set)."""
+    has_default: bool = False
+    since: int | None = None
+    """The version at which the column got its present name or type (None: at its creation
+    as a table column, or unknown)."""
+    former_names: tuple[str, ...] = ()
+    """Names it had before, oldest first (so a writer still using one is told of the rename)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedColumn:
+    """A column dropped from the schema: its pages stay in older files, never read again."""
+
+    id: int
+    name: str
+    physical: str
+    version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnLayout:
+    """What a reader of data files needs: for each column of the schema, the names to look
+    for in a file (the physical name, then older ones) and the value of rows of a file that
+    has none of them."""
+
+    names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Logical name -> physical names, newest first. A column absent here is under its own
+    name (tables without ids)."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Logical name -> the value rows read where a file lacks the column (else null)."""
+
+    @property
+    def is_identity(self) -> bool:
+        return not self.defaults and all(
+            names == (logical,) for logical, names in self.names.items()
+        )
+
+    def file_names(self, logical: str) -> tuple[str, ...]:
+        return self.names.get(logical, (logical,))
+
+    def physical(self, logical: str) -> str:
+        return self.file_names(logical)[0]
+
+    def file_schema(self, schema: pa.Schema) -> pa.Schema:
+        """``schema`` (logical names) with the physical names data files are written with."""
+        if self.is_identity:
+            return schema
+        return pa.schema(
+            [f.with_name(self.physical(f.name)) for f in schema], metadata=schema.metadata
+        )
+
+    def to_file(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` (logical names) as written into data files."""
+        if self.is_identity:
+            return batch
+        return batch.rename_columns([self.physical(n) for n in batch.schema.names])
+
+    def read_column(
+        self, logical: pa.Field, file_schema: pa.Schema, read: Any, num_rows: int
+    ) -> pa.Array | None:
+        """The column ``logical`` of a blocklet, given its file's schema and ``read(name)``
+        returning the pages of a file column: found under its newest physical name the file
+        has and cast up to the column's type, or its default (None: the caller reads nulls)."""
+        for name in self.file_names(logical.name):
+            index = file_schema.get_field_index(name)
+            if index >= 0:
+                array = read(name)
+                return array if array.type == logical.type else array.cast(logical.type)
+        if logical.name in self.defaults:
+            return pa.repeat(pa.scalar(self.defaults[logical.name], logical.type), num_rows)
+        return None
+
+
+IDENTITY = ColumnLayout()
+
+
+def layout_of(metadata: Any) -> ColumnLayout:
+    """The :class:`ColumnLayout` of a table's metadata (``TableMetadata``)."""
+    columns: Sequence[ColumnMapping] = metadata.columns
+    if not columns:
+        return IDENTITY
+    names, defaults = {}, {}
+    for f, c in zip(metadata.schema, columns, strict=True):
+        names[f.name] = (c.physical, *(name for name, _ in c.previous))
+        if c.has_default:
+            defaults[f.name] = c.default
+    return ColumnLayout(names, defaults)
+
+
+_last_physical: list[Any] = [None, None]
+
+
+def physical_schema(metadata: Any) -> pa.Schema:
+    """The schema data files are written with and statistics are keyed by (the same object
+    for the same metadata, so per-schema caches of statistics decoders hold)."""
+    last = _last_physical
+    if last[0] is metadata:
+        return last[1]
+    schema = layout_of(metadata).file_schema(metadata.schema)
+    _last_physical[:] = [metadata, schema]
+    return schema
+
+
+def physical_to_logical(metadata: Any) -> dict[str, str]:
+    """Physical name -> logical name of every column of the schema."""
+    columns: Sequence[ColumnMapping] = metadata.columns
+    if not columns:
+        return {n: n for n in metadata.schema.names}
+    return {c.physical: f.name for f, c in zip(metadata.schema, columns, strict=True)}
+
+
+def fresh_physical_name(column_id: int) -> str:
+    """A physical name no column of any table had: the id and a random part."""
+    return f"col-{column_id}-{uuid.uuid4().hex[:12]}"
+
+
+# --- the log's JSON form ------------------------------------------------------------------------
+
+
+def _int_type(t: pa.DataType) -> pa.DataType | None:
+    """The integer type a temporal default is written as (its physical domain), else None."""
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return pa.int32()
+    if pa.types.is_temporal(t):
+        return pa.int64()
+    return None
+
+
+def default_to_json(value: Any, t: pa.DataType) -> Any:
+    """A default (a Python value of type ``t``) as JSON: temporal values as integers in the
+    column's unit, decimals as text, binary as base64, non-finite floats as text."""
+    if value is None:
+        return None
+    as_int = _int_type(t)
+    if as_int is not None:
+        return pa.scalar(value, t).cast(as_int).as_py()
+    if pa.types.is_decimal(t):
+        return str(value)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        import base64
+
+        return base64.b64encode(value).decode("ascii")
+    if pa.types.is_floating(t) and value != value:
+        return "NaN"
+    if pa.types.is_floating(t) and value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def default_from_json(obj: Any, t: pa.DataType) -> Any:
+    """Inverse of :func:`default_to_json`."""
+    if obj is None:
+        return None
+    as_int = _int_type(t)
+    if as_int is not None:
+        return pa.scalar(obj, as_int).cast(t).as_py()
+    if pa.types.is_decimal(t):
+        from decimal import Decimal
+
+        return Decimal(obj)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        import base64
+
+        return base64.b64decode(obj)
+    if pa.types.is_floating(t):
+        return float(obj)
+    return obj
+
+
+def columns_to_json(columns: Sequence[ColumnMapping], schema: pa.Schema) -> list[dict[str, Any]]:
+    out = []
+    for f, c in zip(schema, columns, strict=True):
+        obj: dict[str, Any] = {"id": c.id, "physical": c.physical}
+        if c.previous:
+            obj["previous"] = [list(p) for p in c.previous]
+        if c.has_default:
+            obj["default"] = default_to_json(c.default, f.type)
+        if c.since is not None:
+            obj["since"] = c.since
+        if c.former_names:
+            obj["former_names"] = list(c.former_names)
+        out.append(obj)
+    return out
+
+
+def columns_from_json(
+    obj: Sequence[Mapping[str, Any]], schema: pa.Schema
+) -> tuple[ColumnMapping, ...]:
+    if len(obj) != len(schema):
+        raise ValueError(f"{len(obj)} column ids for a schema of {len(schema)} columns")
+    return tuple(
+        ColumnMapping(
+            id=int(c["id"]),
+            physical=str(c["physical"]),
+            previous=tuple((str(n), str(t)) for n, t in c.get("previous", ())),
+            default=default_from_json(c.get("default"), f.type),
+            has_default="default" in c,
+            since=c.get("since"),
+            former_names=tuple(str(n) for n in c.get("former_names", ())),
+        )
+        for f, c in zip(schema, obj, strict=True)
+    )
+
+
+def dropped_to_json(dropped: Sequence[DroppedColumn]) -> list[dict[str, Any]]:
+    return [
+        {"id": d.id, "name": d.name, "physical": d.physical, "version": d.version} for d in dropped
+    ]
+
+
+def dropped_from_json(obj: Sequence[Mapping[str, Any]]) -> tuple[DroppedColumn, ...]:
+    return tuple(
+        DroppedColumn(int(d["id"]), str(d["name"]), str(d["physical"]), d.get("version"))
+        for d in obj
+    )
+
+
+# --- changes -------------------------------------------------------------------------------------
+
+PENDING = -1
+"""``since``/``version`` of a change not committed yet: the commit puts its version there."""
+
+
+def stamped(metadata: Any, version: int) -> Any:
+    """``metadata`` with the pending versions of its changes set to ``version``."""
+    columns = tuple(
+        dataclasses.replace(c, since=version) if c.since == PENDING else c for c in metadata.columns
+    )
+    dropped = tuple(
+        dataclasses.replace(d, version=version) if d.version == PENDING else d
+        for d in metadata.dropped
+    )
+    if columns == metadata.columns and dropped == metadata.dropped:
+        return metadata
+    return dataclasses.replace(metadata, columns=columns, dropped=dropped)
+
+
+_INT_ORDER = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
+_UINT_ORDER = [pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
+
+
+def widening_problem(old: pa.DataType, new: pa.DataType) -> str | None:
+    """None when ``old`` widens to ``new`` (every value of ``old`` is exactly a value of
+    ``new``), else why not."""
+    if old == new:
+        return f"it is already {new}"
+    for order in (_INT_ORDER, _UINT_ORDER):
+        if old in order and new in order:
+            return None if order.index(new) > order.index(old) else "that is a narrowing"
+    if pa.types.is_float32(old) and pa.types.is_float64(new):
+        return None
+    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
+        if old.scale != new.scale:
+            return "a decimal widens only at the same scale"
+        return None if new.precision > old.precision else "that is a narrowing"
+    if pa.types.is_date32(old) and pa.types.is_timestamp(new):
+        return None
+    return (
+        "the widenings are int8 -> int16 -> int32 -> int64, float32 -> float64, decimal "
+        "precision up at the same scale, and date -> timestamp"
+    )
+
+
+def _columns_by_physical(metadata: Any) -> dict[str, tuple[str, pa.DataType, Any]]:
+    """Physical name -> (logical name, type, mapping or None) of every column."""
+    columns: Sequence[ColumnMapping] = metadata.columns
+    if not columns:
+        return {f.name: (f.name, f.type, None) for f in metadata.schema}
+    return {
+        name: (f.name, f.type, c)
+        for f, c in zip(metadata.schema, columns, strict=True)
+        for name in (c.physical, *(p for p, _ in c.previous))
+    }
+
+
+def _at(version: int | None) -> str:
+    return f" at version {version}" if version is not None and version >= 0 else ""
+
+
+def schema_change_problems(written: Any, latest: Any) -> list[str]:
+    """What makes rows written with table metadata ``written`` unfit for a table whose
+    metadata is now ``latest``: a column of theirs renamed or dropped since (named, with the
+    version). Widened and added columns are fine: older files are read cast up, or read the
+    default."""
+    if written.schema.equals(latest.schema) and written.columns == latest.columns:
+        return []
+    now = _columns_by_physical(latest)
+    dropped = {d.physical: d for d in latest.dropped}
+    problems = []
+    for physical, (name, t, _) in _columns_by_physical(written).items():
+        if physical not in now:
+            d = dropped.get(physical)
+            problems.append(f"column {name!r} was dropped{_at(d.version if d else None)}")
+            continue
+        new_name, new_type, mapping = now[physical]
+        if new_name != name:
+            problems.append(
+                f"column {name!r} was renamed to {new_name!r}{_at(mapping.since if mapping else None)}"
+            )
+        elif new_type != t and widening_problem(t, new_type) is not None:
+            problems.append(f"column {name!r} changed type from {t} to {new_type}")
+    return problems
+
+
+def former_name_problems(names: Sequence[str], metadata: Any) -> list[str]:
+    """For columns of incoming data the table lacks: the rename or drop that explains it."""
+    renamed = {
+        old: (f.name, c.since)
+        for f, c in zip(metadata.schema, metadata.columns, strict=False)
+        for old in c.former_names
+    }
+    dropped = {d.name: d.version for d in metadata.dropped}
+    out = []
+    for n in names:
+        if n in metadata.schema.names:
+            continue
+        if n in renamed:
+            out.append(f"column {n!r} was renamed to {renamed[n][0]!r}{_at(renamed[n][1])}")
+        elif n in dropped:
+            out.append(f"column {n!r} was dropped{_at(dropped[n])}")
+    return out
+
+
+def with_column_ids(metadata: Any) -> Any:
+    """``metadata`` with an id for every column (1, 2, ...; physical names: their present
+    names) and format 6; unchanged when it has ids."""
+    if metadata.columns:
+        return metadata
+    columns = tuple(ColumnMapping(i + 1, f.name) for i, f in enumerate(metadata.schema))
+    return dataclasses.replace(
+        metadata,
+        columns=columns,
+        last_column_id=len(columns),
+        format_version=max(metadata.format_version, COLUMN_ID_FORMAT_VERSION),
+    )
