@@ -392,3 +392,12 @@ def with_column_ids(metadata: Any) -> Any:
         last_column_id=len(columns),
         format_version=max(metadata.format_version, COLUMN_ID_FORMAT_VERSION),
     )
+
+
+def widened_from_dates(metadata: Any) -> frozenset[str]:
+    """Columns widened from date to timestamp (writers may still send dates)."""
+    return frozenset(
+        f.name
+        for f, c in zip(metadata.schema, metadata.columns, strict=False)
+        if any(t in ('"date32"', "date32") for _, t in c.previous)
+    )

@@ -17,7 +17,7 @@ from carbonlite.errors import (
 from carbonlite.format.casts import storage_type
 from carbonlite.format.conform import conform_batch, schema_differences
 from carbonlite.format.types import check_schema
-from carbonlite.metadata.columns import former_name_problems
+from carbonlite.metadata.columns import former_name_problems, widened_from_dates
 from carbonlite.reader.changes import reserved_name_problems
 
 __all__ = [
@@ -166,10 +166,13 @@ def conformed_batches(
     data lacks become null (``schema_mode="merge"``, a Spark or Flight writer); otherwise a
     column the data lacks is a :class:`SchemaMismatchError` naming every one. ``metadata``
     (the table's): such an error also names the rename or drop behind a column the data has
-    and the table no longer does."""
+    and the table no longer does; and a column widened from date to timestamp takes dates."""
+    from_dates = widened_from_dates(metadata) if metadata is not None else frozenset()
     for batch in iter_record_batches(data, schema=schema):
         if defaults:
             batch = _with_defaults(batch, schema, defaults)
+        if from_dates:
+            batch = _dates_widened(batch, schema, from_dates)
         try:
             if not fill_missing:
                 check_complete(batch.schema, schema, where=where, fix=_FILL_WITH_MERGE)
@@ -186,6 +189,18 @@ def conformed_batches(
                 [*hints, *exc.differences],
             ) from None
         yield conformed
+
+
+def _dates_widened(
+    batch: pa.RecordBatch, schema: pa.Schema, names: frozenset[str]
+) -> pa.RecordBatch:
+    """``batch`` with its dates in columns widened from date to timestamp cast up (midnight,
+    UTC for a zoned column): a writer that still sends the older type is let in."""
+    for i, f in enumerate(batch.schema):
+        if f.name in names and pa.types.is_date(f.type) and f.name in schema.names:
+            wider = schema.field(f.name).type
+            batch = batch.set_column(i, f.with_type(wider), batch.column(i).cast(wider))
+    return batch
 
 
 def _with_defaults(
