@@ -421,6 +421,20 @@ def test_restore_brings_back_the_old_schema(table: cl.Table) -> None:
     assert table.to_arrow().equals(table.to_arrow(version=version))
 
 
+def test_a_column_added_after_a_restore_never_meets_pages_from_before_it(table: cl.Table) -> None:
+    """Restoring to a version before a column was added, then adding one of the same name:
+    a fresh id and a physical name the restored-away column's pages do not lie under."""
+    version = table.version
+    table.add_columns([pa.field("extra", pa.int64())])
+    table.append(rows(range(90, 95)).append_column("extra", pa.array([1] * 5, pa.int64())))
+    first = table.snapshot().metadata.columns[-1]
+    table.restore(version)
+    table.add_columns([pa.field("extra", pa.int64())])
+    again = table.snapshot().metadata.columns[-1]
+    assert again.id > first.id and again.physical != first.physical
+    assert table.to_arrow().column("extra").null_count == 90
+
+
 @pytest.mark.parametrize("format_version", [3, 5])
 def test_older_tables_get_ids_with_their_first_change_or_upgrade(
     tmp_path: Path, format_version: int

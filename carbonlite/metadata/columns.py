@@ -88,11 +88,15 @@ class ColumnLayout:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """Logical name -> the value rows read where a file lacks the column (else null)."""
 
-    @property
-    def is_identity(self) -> bool:
-        return not self.defaults and all(
+    is_identity: bool = field(init=False)
+    """Every column under its own name and no defaults: files are read and written as they
+    are (computed once)."""
+
+    def __post_init__(self) -> None:
+        identity = not self.defaults and all(
             names == (logical,) for logical, names in self.names.items()
         )
+        object.__setattr__(self, "is_identity", identity)
 
     def file_names(self, logical: str) -> tuple[str, ...]:
         return self.names.get(logical, (logical,))
@@ -133,11 +137,26 @@ class ColumnLayout:
 IDENTITY = ColumnLayout()
 
 
+_last_layout: tuple[Any, ColumnLayout] = (None, IDENTITY)
+"""The last metadata asked for and its layout (one tuple: threads read it whole)."""
+
+
 def layout_of(metadata: Any) -> ColumnLayout:
-    """The :class:`ColumnLayout` of a table's metadata (``TableMetadata``)."""
+    """The :class:`ColumnLayout` of a table's metadata (``TableMetadata``); the same object
+    for the same metadata."""
     columns: Sequence[ColumnMapping] = metadata.columns
     if not columns:
         return IDENTITY
+    global _last_layout
+    last = _last_layout
+    if last[0] is metadata:
+        return last[1]
+    layout = _layout(metadata, columns)
+    _last_layout = (metadata, layout)
+    return layout
+
+
+def _layout(metadata: Any, columns: Sequence[ColumnMapping]) -> ColumnLayout:
     names, defaults = {}, {}
     for f, c in zip(metadata.schema, columns, strict=True):
         names[f.name] = (c.physical, *(name for name, _ in c.previous))
@@ -146,17 +165,19 @@ def layout_of(metadata: Any) -> ColumnLayout:
     return ColumnLayout(names, defaults)
 
 
-_last_physical: list[Any] = [None, None]
+_last_physical: tuple[Any, pa.Schema | None] = (None, None)
+"""The last metadata asked for and its physical schema (one tuple: threads read it whole)."""
 
 
 def physical_schema(metadata: Any) -> pa.Schema:
     """The schema data files are written with and statistics are keyed by (the same object
     for the same metadata, so per-schema caches of statistics decoders hold)."""
+    global _last_physical
     last = _last_physical
-    if last[0] is metadata:
+    if last[0] is metadata and last[1] is not None:
         return last[1]
     schema = layout_of(metadata).file_schema(metadata.schema)
-    _last_physical[:] = [metadata, schema]
+    _last_physical = (metadata, schema)
     return schema
 
 

@@ -52,6 +52,7 @@ from carbonlite.metadata import (
     Snapshot,
     TableMetadata,
 )
+from carbonlite.metadata.columns import DroppedColumn
 from carbonlite.storage import Storage
 from carbonlite.writer.row_changes import dv_path
 from carbonlite.writer.stream_file import copy_blocklets
@@ -266,6 +267,7 @@ def plan_restore(
         table_id=now.metadata.table_id,
         created_time=now.metadata.created_time,
         format_version=max(now.metadata.format_version, target.metadata.format_version),
+        **_column_history(now.metadata, target.metadata),
     )
     return RestoreCommit(
         version=target.version,
@@ -285,3 +287,23 @@ def plan_restore(
         files_removed=sum(len(live[sid].files) for sid in dead),
         parameters=parameters,
     )
+
+
+def _column_history(now: TableMetadata, target: TableMetadata) -> dict[str, Any]:
+    """What the restored metadata keeps of the columns' history: ids are never given twice
+    (``last_column_id`` stays the highest), and columns added since the target count as
+    dropped, so a column added later never takes a physical name their pages lie under."""
+    if not now.columns or not target.columns:
+        return {}
+    kept = {c.id for c in target.columns}
+    gone = [
+        DroppedColumn(c.id, f.name, c.physical, None)
+        for f, c in zip(now.schema, now.columns, strict=True)
+        if c.id not in kept
+    ]
+    dropped = [*target.dropped]
+    dropped += [d for d in now.dropped if d not in dropped and d.id not in kept]
+    return {
+        "last_column_id": max(now.last_column_id, target.last_column_id),
+        "dropped": (*dropped, *gone),
+    }
