@@ -29,6 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonlite.format.stats import stat_from_json, stat_to_json
+
 __all__ = [
     "COLUMN_ID_FORMAT_VERSION",
     "IDENTITY",
@@ -208,23 +210,16 @@ def _int_type(t: pa.DataType) -> pa.DataType | None:
 
 def default_to_json(value: Any, t: pa.DataType) -> Any:
     """A default (a Python value of type ``t``) as JSON: temporal values as integers in the
-    column's unit, decimals as text, binary as base64, non-finite floats as text."""
+    column's unit, the rest as statistics bounds are written (decimals as text, binary as
+    base64, infinities as text), and NaN as ``"NaN"``."""
     if value is None:
         return None
     as_int = _int_type(t)
     if as_int is not None:
         return pa.scalar(value, t).cast(as_int).as_py()
-    if pa.types.is_decimal(t):
-        return str(value)
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        import base64
-
-        return base64.b64encode(value).decode("ascii")
     if pa.types.is_floating(t) and value != value:
         return "NaN"
-    if pa.types.is_floating(t) and value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    return value
+    return stat_to_json(value, t)
 
 
 def default_from_json(obj: Any, t: pa.DataType) -> Any:
@@ -234,17 +229,7 @@ def default_from_json(obj: Any, t: pa.DataType) -> Any:
     as_int = _int_type(t)
     if as_int is not None:
         return pa.scalar(obj, as_int).cast(t).as_py()
-    if pa.types.is_decimal(t):
-        from decimal import Decimal
-
-        return Decimal(obj)
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        import base64
-
-        return base64.b64decode(obj)
-    if pa.types.is_floating(t):
-        return float(obj)
-    return obj
+    return stat_from_json(obj, t)
 
 
 def columns_to_json(columns: Sequence[ColumnMapping], schema: pa.Schema) -> list[dict[str, Any]]:

@@ -25,7 +25,6 @@ from carbonlite.errors import CarbonLiteError, CommitConflictError
 from carbonlite.metadata import BlockletsAppended, Log
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import WRITER_LOCK_TIMEOUT, lock_path
-from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.partition_files import PartitionFile, write_partition_files
 from carbonlite.writer.replace_where import checked_batches
@@ -119,15 +118,7 @@ def _write(
         file=file,
         committed_length=committed,
         schema=plan.schema,
-        # the Spark sink takes a DataFrame without some nullable columns (spark/sink.py)
-        batches=conformed_batches(
-            batches,
-            plan.schema,
-            where=plan.uri,
-            fill_missing=True,
-            defaults=plan.layout.defaults,
-            metadata=plan.metadata,
-        ),
+        batches=plan.conformed(batches),
         storage_options=plan.storage_options,
         compression_level=plan.compression_level,
         codec=plan.codec,

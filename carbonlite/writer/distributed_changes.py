@@ -153,13 +153,11 @@ def located_schema(schema: pa.Schema) -> pa.Schema:
     )
 
 
-def read_located(job: ChangeJob, group: int) -> Iterator[pa.RecordBatch]:
-    """The live rows of the splits of ``job.groups[group]`` as of the job's version, the
-    job's columns plus their location (:func:`located_schema` of ``job.read_schema``); runs
-    on a worker."""
+def job_reader(job: ChangeJob) -> SplitReader:
+    """A reader of the table's data files as of the job's version (on a worker)."""
     plan = job.plan
     storage, root = open_storage(plan.uri, plan.storage_options or None)
-    reader = SplitReader(
+    return SplitReader(
         storage,
         root,
         plan.schema,
@@ -167,6 +165,13 @@ def read_located(job: ChangeJob, group: int) -> Iterator[pa.RecordBatch]:
         version=job.version,
         layout=plan.layout,
     )
+
+
+def read_located(job: ChangeJob, group: int) -> Iterator[pa.RecordBatch]:
+    """The live rows of the splits of ``job.groups[group]`` as of the job's version, the
+    job's columns plus their location (:func:`located_schema` of ``job.read_schema``); runs
+    on a worker."""
+    reader = job_reader(job)
     columns = job.read_schema
     output = located_schema(columns)
     numbers = {name: n for n, name in enumerate(job.files)}
@@ -255,14 +260,7 @@ def write_changes(
 def _write_vectors(job: ChangeJob, deleted: _Deleted, token: str) -> tuple[RowsDeleted, ...]:
     plan = job.plan
     storage, root = open_storage(plan.uri, plan.storage_options or None)
-    reader = SplitReader(
-        storage,
-        root,
-        plan.schema,
-        storage_options=plan.storage_options,
-        version=job.version,
-        layout=plan.layout,
-    )
+    reader = job_reader(job)
     out = []
     try:
         for name, per_file in sorted(deleted.positions.items()):

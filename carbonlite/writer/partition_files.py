@@ -19,7 +19,6 @@ from carbonlite.format.row_hash import ContentSums, content_sums
 from carbonlite.metadata import BlockletsAppended
 from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.storage import open_storage
-from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.partition_rows import partition_key
 from carbonlite.writer.stream_file import write_blocklets
 from carbonlite.writer.write_plan import WritePlan
@@ -97,14 +96,7 @@ def write_partition_files(
         )
 
     # the Spark sink takes a DataFrame without some nullable columns (spark/sink.py)
-    for batch in conformed_batches(
-        batches,
-        plan.schema,
-        where=plan.uri,
-        fill_missing=True,
-        defaults=plan.layout.defaults,
-        metadata=plan.metadata,
-    ):
+    for batch in plan.conformed(batches):
         for value, part in spec.split(batch):
             key = partition_key(spec, value)
             pending.setdefault(key, []).append(part)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 from carbonlite.format.pages import PageCodec
 from carbonlite.metadata.actions import TableMetadata
 from carbonlite.metadata.columns import IDENTITY, ColumnLayout, layout_of
+from carbonlite.writer.batches import conformed_batches
 
 __all__ = ["WritePlan", "part_file"]
 
@@ -58,6 +60,18 @@ class WritePlan:
     @property
     def layout(self) -> ColumnLayout:
         return IDENTITY if self.metadata is None else layout_of(self.metadata)
+
+    def conformed(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """A worker's ``batches`` in the table's shape: the Spark sink takes a DataFrame
+        without some nullable columns (``spark/sink.py``), which get their defaults or nulls."""
+        return conformed_batches(
+            batches,
+            self.schema,
+            where=self.uri,
+            fill_missing=True,
+            defaults=self.layout.defaults,
+            metadata=self.metadata,
+        )
 
     def done(self, app_id: str | None, batch_id: int | None) -> bool:
         """Whether the table already held ``(app_id, batch_id)`` when this was planned."""
