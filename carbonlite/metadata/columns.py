@@ -62,8 +62,9 @@ class ColumnMapping:
     """The default as a Python value of the column's type (``has_default`` says if set)."""
     has_default: bool = False
     since: int | None = None
-    """The version at which the column got its present name or type (None: at its creation
-    as a table column, or unknown)."""
+    """The version at which the column got its present name (by a rename, or being added;
+    None: at the table's creation, or unknown). A widening leaves it (tables written before
+    this rule may hold a widening's version)."""
     former_names: tuple[str, ...] = ()
     """Names it had before, oldest first (so a writer still using one is told of the rename)."""
 

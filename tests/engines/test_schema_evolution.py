@@ -251,3 +251,11 @@ def test_clean_recover_and_verify_after_schema_changes(tmp_path: Path) -> None:
     got = t.to_arrow()
     assert got.schema.names == ["id", "c", "n"] and got.num_rows == 502
     assert set(got.column("n").to_pylist()) == {7}
+
+
+def test_a_widening_after_a_rename_leaves_the_renames_version_in_messages(tmp_path: Path) -> None:
+    t = cl.create_table(tmp_path / "t", SCHEMA)
+    renamed = t.rename_column("b", "c").version
+    t.widen_column("c", pa.int64())  # it used to become the version the messages named
+    with pytest.raises(cl.SchemaMismatchError, match=rf"renamed to 'c' at version {renamed}\b"):
+        t.append(_small(range(1)))
