@@ -49,8 +49,12 @@ def test_puts_under_a_renamed_or_dropped_name_are_refused_earlier_ones_kept(root
         with pytest.raises(
             flight.FlightServerError,
             match=rf"schema mismatch: .*column 'b' was renamed to 'c' at version {renamed}",
-        ):
+        ) as refused:
             put(client, "t", "p", 1, old)
+        assert json.loads(refused.value.extra_info) == {
+            "kind": "invalid",
+            "error": "SchemaMismatchError",
+        }
         with pytest.raises(
             flight.FlightServerError, match=rf"column 'gone' was dropped at version {dropped}"
         ):
