@@ -100,6 +100,8 @@ def test_polars_reads_the_present_schema_and_pushes_filters_on_a_renamed_column(
     lazy = cl_polars.scan(t.path).filter(pl.col("c") < 10).select("id", "c", "n").collect()
     assert _sorted(lazy.to_dicts()) == _want(pc.field("c") < 10)
     assert sorted(set(blocklets_read)) == before  # pushed down: only the blocklets kept
+    old = cl_polars.scan(t, version=1).filter(pl.col("b") < 10).collect()  # as it was
+    assert old.columns == ["id", "b", "gone"] and old.height == 200
 
 
 def test_duckdb_reads_the_present_schema_and_pushes_filters_on_a_renamed_column(  # type: ignore[no-untyped-def]

@@ -68,6 +68,9 @@ def test_puts_under_a_renamed_or_dropped_name_are_refused_earlier_ones_kept(root
         assert info.schema.names == ["id", "c"]
         got = read_all(client, flight.FlightDescriptor.for_path("t"))
         assert _by_id(got) == [{"id": 1, "c": 10}, {"id": 4, "c": 40}]
+        command = {"table": "t", "filter": [["c", "<", 20]]}  # on rows still in memory
+        memory = read_all(client, flight.FlightDescriptor.for_command(json.dumps(command)))
+        assert _by_id(memory) == [{"id": 1, "c": 10}]
         assert service.terminate() == 0  # flushes: the earlier put is not stuck
     assert not any("flush of table" in line and "failed" in line for line in service.stderr)
     assert _by_id(table.refresh().to_arrow()) == [{"id": 1, "c": 10}, {"id": 4, "c": 40}]
