@@ -397,7 +397,7 @@ class Table:
         if keys and not overwrite:
             return self._upsert(data, txn, progress)
         if keys:  # an overwrite of a primary-key table keeps the last row of each key
-            data = keyed_rows(data, self.schema, keys, repr(self.path))
+            data = keyed_rows(data, self.schema, keys, repr(self.path), self._snapshot.metadata)
         with self._writer.lock:
             self.refresh()
             before = self._snapshot

@@ -6,6 +6,11 @@ A value is a row when it is one JSON object (RFC 8259: UTF-8 text, no ``NaN`` or
 reason. Fields the table lacks are ignored, and so is a key such a field repeats; a key
 repeated for one of the table's columns is bad (which one was meant?).
 
+After a schema change, a value with a field named as a column that was renamed or dropped
+since is bad, its reason naming the change and its version (``retired``): its value would
+otherwise be dropped silently. A column added with a default gets it in the rows of values
+that leave its field out (``defaults``; a field given as ``null`` stays null).
+
 Decoding takes two steps:
 
 1. **Screening**, each value by its bytes alone: not empty, one ``{...}`` between JSON
@@ -35,9 +40,9 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,6 +80,8 @@ class Decoded:
     rows: pa.Table
     good: list[int]
     bad: list[tuple[int, str]]
+    schema_changes: frozenset[int] = frozenset()
+    """Indices of the bad values that name a renamed or dropped column."""
 
 
 def data_schema(schema: pa.Schema) -> pa.Schema:
@@ -345,15 +352,98 @@ def _read_halving(
     out.good += screened.indices[start:stop]
 
 
-def decode_values(values: Sequence[bytes | None], schema: pa.Schema, where: str) -> Decoded:
+def decode_values(
+    values: Sequence[bytes | None],
+    schema: pa.Schema,
+    where: str,
+    *,
+    retired: Mapping[str, str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> Decoded:
     """Decode ``values`` into rows of ``schema`` (the table's value columns); never raises for
-    what a value holds."""
+    what a value holds. ``retired``: names of renamed or dropped columns -> the change (a
+    value with such a field is bad); ``defaults``: column -> the value of rows whose value
+    leaves the field out."""
     screened = _screen(values)
+    changed: list[tuple[int, str]] = []
+    if retired:
+        screened, changed = _without_retired(screened, retired)
     out = _Reading([], [], [])
     if screened.indices:
         _read_halving(screened, 0, len(screened.indices), schema, where, out)
     rows = pa.concat_tables(out.tables) if out.tables else schema.empty_table()
-    return Decoded(rows, out.good, sorted(screened.bad + out.bad))
+    if defaults and rows.num_rows:
+        rows = _with_defaults(rows, out.good, values, schema, defaults)
+    return Decoded(
+        rows,
+        out.good,
+        sorted(screened.bad + out.bad + changed),
+        frozenset(i for i, _ in changed),
+    )
+
+
+def _top_level_keys(value: bytes) -> set[str] | None:
+    """The keys of ``value``'s top-level object, or None when it is no JSON object (the
+    reader then tells why)."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return set(parsed) if isinstance(parsed, dict) else None
+
+
+def _quoted(names: Iterable[str]) -> list[bytes]:
+    return [json.dumps(n).encode() for n in names]
+
+
+def _without_retired(
+    screened: _Screened, retired: Mapping[str, str]
+) -> tuple[_Screened, list[tuple[int, str]]]:
+    """``screened`` without the values that have a field named as a renamed or dropped
+    column, and those as bad values with the change. Only values holding such a name in
+    quotes are parsed (a whole-batch scan first: usually none)."""
+    needles = _quoted(retired)
+    body = screened.body if screened.body is not None else b"\n".join(screened.lines)
+    if not any(n in body for n in needles):
+        return screened, []
+    kept, lines, changed = [], [], []
+    for i, line in zip(screened.indices, screened.lines, strict=True):
+        keys = _top_level_keys(line) if any(n in line for n in needles) else None
+        found = sorted(k for k in keys or () if k in retired)
+        if found:
+            reasons = "; ".join(f"field {k!r}: {retired[k]}" for k in found)
+            changed.append((i, f"names a column the table no longer has ({reasons})"))
+        else:
+            kept.append(i)
+            lines.append(line)
+    return _Screened(kept, lines, screened.bad), changed
+
+
+def _with_defaults(
+    rows: pa.Table,
+    good: list[int],
+    values: Sequence[bytes | None],
+    schema: pa.Schema,
+    defaults: Mapping[str, Any],
+) -> pa.Table:
+    """``rows`` (of the values at ``good``) with the default of each column of ``defaults``
+    where the value leaves its field out. A value without the name in quotes lacks it; one
+    with it is parsed to tell a field from the same text in a string."""
+    for name, needle in zip(defaults, _quoted(defaults), strict=True):
+        if name not in schema.names:
+            continue
+        absent = []
+        for i in good:
+            value = values[i] or b""
+            absent.append(needle not in value or name not in (_top_level_keys(value) or ()))
+        if not any(absent):
+            continue
+        index = rows.schema.get_field_index(name)
+        filled = pc.if_else(
+            pa.array(absent), pa.scalar(defaults[name], rows.schema.field(name).type), rows[name]
+        )
+        rows = rows.set_column(index, rows.schema.field(name), filled)
+    return rows
 
 
 def _message(exc: Exception) -> str:

@@ -35,6 +35,7 @@ from carbonlite.create import check_new_table_place, create_table, open_table
 from carbonlite.errors import (
     CarbonLiteError,
     InvalidOptionError,
+    SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
 )
@@ -62,6 +63,7 @@ from carbonlite.ingest.options import (
     check_topic,
 )
 from carbonlite.metadata import TxnMovedError
+from carbonlite.metadata.columns import layout_of, retired_names
 from carbonlite.seams import reach
 from carbonlite.table import Table
 
@@ -373,15 +375,24 @@ class KafkaIngester:
     def _commit(self, batch: Fetched, markers: dict[int, int | None]) -> None:
         """Commit ``batch`` with its markers, moved on from ``markers``."""
         where = repr(self.table.path)
-        schema = self.table.schema
-        decoded = decode_values(batch.values, data_schema(schema), where)
+        # the latest schema: a column renamed or dropped since the last commit is known
+        metadata = self.table.refresh().snapshot().metadata
+        schema = metadata.schema
+        decoded = decode_values(
+            batch.values,
+            data_schema(schema),
+            where,
+            retired=retired_names(metadata),
+            defaults=layout_of(metadata).defaults,
+        )
         reach("ingest.before_commit")
         if decoded.bad:
             first = decoded.bad[0][0]
             if self.bad is None and self.bad_records is not None:  # its first bad record
                 self.bad = _create_bad_records(self.bad_records, self.table, self.storage_options)
             if self.bad is None:
-                raise IngestError(
+                error = SchemaMismatchError if first in decoded.schema_changes else IngestError
+                raise error(
                     f"message at offset {batch.offsets[first]} of partition "
                     f"{batch.partitions[first]} of topic {self.topic!r} does not fit {where}: "
                     f"{decoded.bad[0][1]} (nothing past the last commit was committed; give a "

@@ -41,6 +41,8 @@ __all__ = [
     "layout_of",
     "physical_schema",
     "physical_to_logical",
+    "present_names",
+    "retired_names",
     "with_column_ids",
 ]
 
@@ -62,8 +64,9 @@ class ColumnMapping:
     """The default as a Python value of the column's type (``has_default`` says if set)."""
     has_default: bool = False
     since: int | None = None
-    """The version at which the column got its present name or type (None: at its creation
-    as a table column, or unknown)."""
+    """The version at which the column got its present name (by a rename, or being added;
+    None: at the table's creation, or unknown). A widening leaves it (tables written before
+    this rule may hold a widening's version)."""
     former_names: tuple[str, ...] = ()
     """Names it had before, oldest first (so a writer still using one is told of the rename)."""
 
@@ -384,6 +387,37 @@ def former_name_problems(names: Sequence[str], metadata: Any) -> list[str]:
         elif n in dropped:
             out.append(f"column {n!r} was dropped{_at(dropped[n])}")
     return out
+
+
+def present_names(names: Sequence[str], metadata: Any) -> dict[str, str | None]:
+    """For each of ``names`` the table lacks but had: the column's present name (it was
+    renamed since), or None (it was dropped). Names the table has, or never had, are left
+    out. By name only: rows that carry no column ids (a write-ahead log's) are matched to the
+    column that last had the name."""
+    present = set(metadata.schema.names)
+    renamed = {
+        old: f.name
+        for f, c in zip(metadata.schema, metadata.columns, strict=False)
+        for old in c.former_names
+    }
+    dropped = {d.name for d in metadata.dropped}
+    out: dict[str, str | None] = {}
+    for n in names:
+        if n in present:
+            continue
+        if n in renamed:
+            out[n] = renamed[n]
+        elif n in dropped:
+            out[n] = None
+    return out
+
+
+def retired_names(metadata: Any) -> dict[str, str]:
+    """Names of columns renamed or dropped (and not taken again by a present column) ->
+    the change, as :func:`former_name_problems` words it (for writers that match by name)."""
+    names = [n for c in metadata.columns for n in c.former_names]
+    names += [d.name for d in metadata.dropped]
+    return {n: p for n in dict.fromkeys(names) for p in former_name_problems([n], metadata)}
 
 
 def with_column_ids(metadata: Any) -> Any:

@@ -123,8 +123,8 @@ class Catalog:
 
     def table(self, name: str, *, refresh: bool = True) -> Table:
         """Table ``name``, its directory checked again (see the module doc) and refreshed to
-        its latest version unless ``refresh`` is False (the version last loaded: enough for
-        its schema). :class:`TableNotFoundError` when there is none, :class:`TableNameError`
+        its latest version unless ``refresh`` is False (the version last loaded: enough to
+        check a name; not for the schema, which a rename or drop may have changed). :class:`TableNotFoundError` when there is none, :class:`TableNameError`
         when it is reached through a symbolic link."""
         parts = name_parts(name)
         fd = self._walk(name, parts)

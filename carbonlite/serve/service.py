@@ -17,6 +17,13 @@
   "skipped": true}`` and writes nothing.
 - ``DoAction("healthcheck")``: ``{"status": "ok" | "degraded", ...}`` (``health.py``).
 
+Schema changes another writer commits while the service runs (``Table.rename_column``,
+``drop_columns``, ``widen_column``, ``add_columns``): a put is conformed to the table's
+latest schema, so one that still names a renamed or dropped column is refused, naming the
+change and its version, and writes nothing; one of a widened column's older type is cast up;
+one without an added column gets its default. Puts taken before a change are read and
+flushed in the present schema (``_held``): acknowledged rows are never refused afterwards.
+
 Tables flush independently: one whose flush fails keeps its puts in memory and in the log,
 its error is logged and reported by the healthcheck, and the others go on. Every access to
 a table checks its directory again (``catalog.py``: no symbolic link, inside the root, still
@@ -45,10 +52,10 @@ import pyarrow.flight as flight
 from carbonlite.errors import (
     CarbonLiteError,
     InvalidOptionError,
-    SchemaMismatchError,
     TableNotFoundError,
 )
 from carbonlite.metadata import TxnMovedError
+from carbonlite.metadata.columns import layout_of, present_names
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -107,15 +114,36 @@ class _TokenAuth(flight.ServerMiddlewareFactory):
         return None
 
 
-def _conformed(data: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
-    """A put's rows in the table's schema (the casts ``append`` allows): when it is taken,
-    and again when it is read from memory or flushed, as another writer may have added
-    columns to the table since."""
-    if data.schema.equals(schema):
+def _conformed(data: pa.Table, table: Table, name: str) -> pa.Table:
+    """A put's rows in the table's schema (the casts ``append`` allows; columns the put
+    leaves out are their default, else null). A column under a name the table renamed or
+    dropped is refused, naming the change and its version."""
+    metadata = table.snapshot().metadata
+    if data.schema.equals(metadata.schema):
         return data
     # a put may leave out nullable columns (docs/SERVE.md): they are written as nulls
-    batches = conformed_batches(data, schema, where=f"table {name!r}", fill_missing=True)
-    return pa.Table.from_batches(list(batches), schema=schema)
+    batches = conformed_batches(
+        data,
+        metadata.schema,
+        where=f"table {name!r}",
+        fill_missing=True,
+        defaults=layout_of(metadata).defaults,
+        metadata=metadata,
+    )
+    return pa.Table.from_batches(list(batches), schema=metadata.schema)
+
+
+def _held(rows: pa.Table, table: Table, name: str) -> pa.Table:
+    """Rows of a put taken earlier (in memory, or replayed from the log) in the table's
+    present schema: taken in the schema of their time, their columns renamed since are moved
+    to the present names, dropped ones left out (as the pages of committed rows are), widened
+    ones cast up, and added ones read their default. Acknowledged rows are never refused for
+    a schema change made after they were taken."""
+    moved = present_names(rows.schema.names, table.snapshot().metadata)
+    if moved:
+        keep = [n for n in rows.schema.names if moved.get(n, n) is not None]
+        rows = rows.select(keep).rename_columns([moved.get(n) or n for n in keep])
+    return _conformed(rows, table, name)
 
 
 def _committed(sequence: int, marker: int | None) -> bool:
@@ -308,7 +336,7 @@ class FlightService(flight.FlightServerBase):
                     return
                 continue
             progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
-            rows = pa.concat_tables([_conformed(p.rows, table.schema, name) for p in puts])
+            rows = pa.concat_tables([_held(p.rows, table, name) for p in puts])
             rows = rows.combine_chunks()
             reach("serve.before_flush_commit")
             try:
@@ -347,12 +375,9 @@ class FlightService(flight.FlightServerBase):
         request = parse_put(descriptor.command)
         self.catalog.table(request.table, refresh=False)  # refused before its rows are read
         data = self._read_rows(context, reader, request.table)
-        table = self.catalog.table(request.table, refresh=False)  # still there, still safe
-        try:
-            rows = _conformed(data, table.schema, request.table)
-        except SchemaMismatchError:  # the table's columns may have changed since
-            table = self.catalog.table(request.table)
-            rows = _conformed(data, table.schema, request.table)
+        # still there, still safe; refreshed, as a column may have been renamed or dropped
+        table = self.catalog.table(request.table)
+        rows = _conformed(data, table, request.table)
         answer = self._put(request, rows, table)
         writer.write(pa.py_buffer(json.dumps(answer).encode()))
 
@@ -575,7 +600,7 @@ class FlightService(flight.FlightServerBase):
         schema = pa.schema([table.schema.field(c) for c in columns])
         out = []
         for rows in tables:
-            rows = _conformed(rows, table.schema, t.table)
+            rows = _held(rows, table, t.table)
             if parsed is not None:
                 rows = rows.filter(parsed.expression)
             out.append(rows.select(columns))

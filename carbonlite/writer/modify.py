@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from carbonlite.errors import DuplicateKeyError, InvalidOptionError, SchemaMismatchError
 from carbonlite.format.conform import conform_value
 from carbonlite.metadata import BlockletEntry, Snapshot
+from carbonlite.metadata.columns import former_name_problems
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
@@ -177,16 +178,21 @@ _SOURCE_ROW = "_carbonlite_source_row"
 _TARGET_ROW = "_carbonlite_target_row"
 
 
-def source_table(source: TableData, schema: pa.Schema, on: Sequence[str], where: str) -> pa.Table:
+def source_table(
+    source: TableData, schema: pa.Schema, on: Sequence[str], where: str, metadata: Any = None
+) -> pa.Table:
+    """``source`` in the columns of ``schema`` it has. ``metadata`` (the table's): a column
+    it has under a name the table renamed or dropped is refused naming that change."""
     batches = list(iter_record_batches(source, schema=schema))
     if not batches:  # an empty pyarrow Table can have no batches at all
         return schema.empty_table()
     names = batches[0].schema.names
     unknown = [n for n in names if n not in schema.names]
     if unknown:
+        changes = former_name_problems(unknown, metadata) if metadata is not None else []
         raise SchemaMismatchError(
             f"merge source has columns {unknown} that {where} does not have",
-            [f"its columns are {schema.names}"],
+            [*changes, f"its columns are {schema.names}"],
         )
     missing = [k for k in on if k not in names]
     if missing:
@@ -217,7 +223,7 @@ def plan_merge(
     primary-key table refused with :class:`DuplicateKeyError` when it would leave two rows
     with one key (``check_keys``; an upsert keeps keys unique by construction)."""
     schema = snapshot.schema
-    src = source_table(source, schema, on, where)
+    src = source_table(source, schema, on, where, snapshot.metadata)
     src = src.append_column(_SOURCE_ROW, pa.array(np.arange(src.num_rows, dtype=np.int64)))
     needs_target_rows = when_matched == "update" and len(src.schema) - 1 < len(schema)
     targets = _read_targets(
@@ -430,12 +436,14 @@ def deduplicated(table: pa.Table, keys: Sequence[str], where: str) -> pa.Table:
     return table if len(keep) == table.num_rows else table.take(pa.array(keep))
 
 
-def keyed_rows(data: TableData, schema: pa.Schema, keys: Sequence[str], where: str) -> pa.Table:
+def keyed_rows(
+    data: TableData, schema: pa.Schema, keys: Sequence[str], where: str, metadata: Any = None
+) -> pa.Table:
     """``data`` for a primary-key table (an upsert or an overwrite): whole rows, in
     ``schema``'s columns, the last row of each key (:func:`deduplicated`). A column the data
     lacks is refused: the row written replaces the table's whole row of its key, so a
     missing column would silently become null."""
-    rows = source_table(data, schema, keys, where)
+    rows = source_table(data, schema, keys, where, metadata)
     check_complete(
         rows.schema,
         schema,
@@ -458,7 +466,7 @@ def plan_upsert(
     """``data`` upserted into a primary-key table: its last row of each key replaces the live
     row of that key (whole rows, :func:`keyed_rows`) or is inserted."""
     keys = snapshot.metadata.primary_key
-    rows = keyed_rows(data, snapshot.schema, keys, where)
+    rows = keyed_rows(data, snapshot.schema, keys, where, snapshot.metadata)
     merged = plan_merge(
         reader,
         snapshot,

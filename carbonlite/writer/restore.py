@@ -12,7 +12,8 @@ The plan compares the segments live at the target version with those live now:
   are one-way (a compacted segment never comes back), so restore copies rather than revives,
   and a ``clean`` running meanwhile cannot delete what the restored state reads.
 
-The table's schema and properties become the target version's; transaction markers stay
+The table's schema (column ids, physical names and defaults too) and properties become the
+target version's, except that column ids given since are not given again; transaction markers stay
 (a restore must not make an exactly-once stream replay its batches). The commit has
 ``data_change = false`` exactly when no data changed since the target version (only
 compactions, handoffs and metadata changes came after it): then the rows are the same, and

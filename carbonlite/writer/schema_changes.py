@@ -208,7 +208,9 @@ def widening_column(
             previous=((column.physical, json.dumps(type_to_json(field.type))), *column.previous),
         )
     columns = list(metadata.columns)
-    columns[index] = dataclasses.replace(column, since=PENDING)
+    # ``since`` stays the version of the column's present name: a writer still using a
+    # former name is told the rename's version, not the widening's
+    columns[index] = column
     after = dataclasses.replace(
         metadata,
         schema=metadata.schema.set(index, field.with_type(new_type)),
