@@ -182,7 +182,7 @@ def test_drop_hides_a_column_and_a_new_one_of_its_name_starts_empty(table: cl.Ta
         (["id"], "sort column"),
         (["nope"], "no such column"),
         (["name", "name"], "given twice"),
-        (SCHEMA.names[1:] + ["id"], "sort column"),
+        ([*SCHEMA.names[1:], "id"], "sort column"),
         ([], "list of column names"),
     ],
 )
