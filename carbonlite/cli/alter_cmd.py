@@ -77,7 +77,7 @@ def _action(word: str) -> Action:
 
 
 def _arity(action: Action, args: list[str]) -> None:
-    """A usage error unless ``args`` are as many as ``action`` takes."""
+    """An error (one line, status 1) unless ``args`` are as many as ``action`` takes."""
     wanted = {Action.RENAME_COLUMN: 2, Action.WIDEN_COLUMN: 2, Action.ADD_COLUMN: 1}.get(action)
     if wanted is None:  # drop-columns: one list or more
         ok, said = bool(args), "one or more column names"
@@ -142,7 +142,7 @@ ARGS_ARGUMENT = typer.Argument(
 )
 
 
-@app.command("alter", help=ALTER_HELP, no_args_is_help=True)
+@app.command("alter", help=ALTER_HELP)
 @fail_cleanly
 @one_line
 def alter(

@@ -220,13 +220,17 @@ def print_segments(rows: list[dict[str, Any]], *, hidden: int = 0) -> None:
 
 
 def print_schema(info: dict[str, Any]) -> None:
-    """The schema of ``describe_table``'s ``info``: each column's id, name (and role), type,
+    """The schema of ``describe_table``'s ``info``: each column's id (tables of log format 6),
+    name (and role), type,
     whether it takes nulls; its default and its physical name in data files when any column
     has one or one differs from its name; then the columns dropped, if any."""
     schema = info["schema"]
+    ids = any(f["id"] is not None for f in schema)  # none: log format 5 or older
     defaults = any(f["has_default"] for f in schema)
     physical = any(f["physical"] != f["name"] for f in schema)
-    cols = [Col("id", "right"), Col("column"), Col("type", wrap=True), Col("nullable")]
+    cols = [Col("column"), Col("type", wrap=True), Col("nullable")]
+    if ids:
+        cols.insert(0, Col("id", "right"))
     if defaults:
         cols.append(Col("default", wrap=True, keep=70))
     if physical:
@@ -234,13 +238,14 @@ def print_schema(info: dict[str, Any]) -> None:
     rows = []
     for f in schema:
         row = [
-            "" if f["id"] is None else str(f["id"]),
             f["name"]
             + (" (key)" if f["name"] in info["primary_key"] else "")
             + (" (sort)" if f["name"] in info["sort_columns"] else ""),
             f["type"],
             "yes" if f["nullable"] else "no",
         ]
+        if ids:
+            row.insert(0, str(f["id"]))
         if defaults:
             row.append(f["default_literal"] or "")
         if physical:
