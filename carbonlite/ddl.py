@@ -31,22 +31,32 @@ Spark DDL                                   Arrow (the table's column type)
 Anything else (year-month intervals, ``variant``, an unknown name) is an
 :class:`InvalidOptionError` saying where, as is a syntax error: a missing type or name, a
 column given twice, an unclosed ``<`` or ``(``.
+
+Columns added to a table (:func:`parse_columns`, ``carbonlite alter PATH add-column``) may also
+have ``DEFAULT <literal>`` (before or after the comment): a number (``0``, ``-1.5``, ``2e3``),
+``'quoted text'`` (backslash escapes), ``true``/``false``, ``DATE '2024-01-01'`` or
+``TIMESTAMP '2024-01-01 00:00:00'`` (UTC unless it names an offset), read as a value of the
+column's type; a literal of another kind, or out of the type's range, is an error.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import pyarrow as pa
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.format.types import check_schema
 
-__all__ = ["parse_schema", "parse_type"]
+__all__ = ["ColumnDefinition", "parse_columns", "parse_schema", "parse_type"]
 
 _TOKEN = re.compile(
-    r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<quoted>`(?:[^`]|``)*`)|(?P<number>\d+)"
+    r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<quoted>`(?:[^`]|``)*`)"
+    r"|(?P<real>(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)|(?P<number>\d+)"
     r"|(?P<string>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|(?P<punct>[<>(),:])|(?P<other>\S))",
     re.S,
 )
@@ -106,9 +116,23 @@ def _tokens(ddl: str) -> list[_Token]:
     return out
 
 
+_LITERALS = "a number, 'text', true, false, DATE '...' or TIMESTAMP '...'"
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDefinition:
+    """A column to add to a table (:func:`parse_columns`) and its default, if it has one."""
+
+    field: pa.Field
+    default: Any = None
+    """A Python value of the field's type (``has_default`` says whether there is one)."""
+    has_default: bool = False
+
+
 class _Parser:
-    def __init__(self, ddl: str) -> None:
+    def __init__(self, ddl: str, what: str = "schema") -> None:
         self.ddl = ddl
+        self.what = what
         self.tokens = _tokens(ddl)
         self.i = 0
         self.depth = 0
@@ -118,7 +142,7 @@ class _Parser:
     def fail(self, problem: str, token: _Token | None = None) -> InvalidOptionError:
         token = token or self.peek()
         where = "at the end" if token is None else f"at character {token.at + 1}"
-        return InvalidOptionError(f"schema {_shown(self.ddl)}: {problem} ({where})")
+        return InvalidOptionError(f"{self.what} {_shown(self.ddl)}: {problem} ({where})")
 
     def peek(self) -> _Token | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -271,6 +295,72 @@ class _Parser:
         _no_duplicates([f.name for f in fields], "the schema", self)
         return pa.schema(fields)
 
+    # --- columns added to a table ---------------------------------------------------------------
+
+    def definitions(self) -> list[ColumnDefinition]:
+        """``NAME TYPE [NOT NULL] [DEFAULT literal] [COMMENT 'text']``, separated by commas."""
+        if self.peek() is None:
+            raise self.fail("no column given; give one such as 'c int default 0'")
+        out = [self.definition()]
+        while (token := self.peek()) is not None:
+            if token.text in (")", ">"):
+                raise self.fail(f"unbalanced {token.text!r}: nothing is open to close")
+            self.expect(",", "between columns")
+            out.append(self.definition())
+        _no_duplicates([d.field.name for d in out], "the columns", self)
+        return out
+
+    def definition(self) -> ColumnDefinition:
+        field = self.field("column")
+        if not self.at("default"):
+            return ColumnDefinition(field)
+        self.take()
+        value = self.literal(field)
+        if self.at("comment"):
+            self.take()
+            token = self.take()
+            if token is None or token.kind != "string":
+                raise self.fail("expected a quoted comment after COMMENT", token)
+        return ColumnDefinition(field, value, has_default=True)
+
+    def literal(self, field: pa.Field) -> Any:
+        """The literal after DEFAULT, as a value of ``field``'s type."""
+        start = self.take()
+        if start is None or start.kind in ("punct", "quoted"):
+            found = "nothing" if start is None else repr(start.text)
+            raise self.fail(f"expected a literal after DEFAULT ({_LITERALS}), found {found}", start)
+        kind, text = start.kind, start.text
+        if start.text in ("-", "+"):
+            number = self.take()
+            if number is None or number.kind not in ("number", "real"):
+                raise self.fail(f"expected a number after {start.text!r}", number)
+            kind, text = number.kind, start.text + number.text
+        elif start.word in ("date", "timestamp"):
+            quoted = self.take()
+            if quoted is None or quoted.kind != "string":
+                raise self.fail(f"expected a quoted value after {start.text.upper()}", quoted)
+            kind, text = start.word, _unquoted(quoted.text)
+        elif kind == "string":
+            text = _unquoted(text)
+        elif start.word in ("true", "false", "null"):
+            kind = start.word
+        elif kind not in ("number", "real"):
+            raise self.fail(
+                f"expected a literal after DEFAULT ({_LITERALS}), found {start.text!r}", start
+            )
+        shown = f"{kind.upper()} {text!r}" if kind in ("date", "timestamp") else start.text
+        if kind == "string":
+            shown = start.text
+        elif start.text in ("-", "+"):
+            shown = text
+        try:
+            return _value_of(kind, text, field.type)
+        except ValueError as exc:
+            raise self.fail(
+                f"bad default {shown} for column {field.name!r} ({field.type}): {exc}",
+                start,
+            ) from None
+
 
 def _shown(ddl: str) -> str:
     """``ddl`` quoted for a message, cut short past 200 characters."""
@@ -281,7 +371,7 @@ def _no_duplicates(names: list[str], where: str, parser: _Parser) -> None:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise InvalidOptionError(
-            f"schema {_shown(parser.ddl)}: {where} names {', '.join(map(repr, twice))} more than "
+            f"{parser.what} {_shown(parser.ddl)}: {where} names {', '.join(map(repr, twice))} more than "
             "once"
         )
 
@@ -300,11 +390,116 @@ def parse_schema(ddl: str) -> pa.Schema:
     return schema
 
 
-def parse_type(ddl: str) -> pa.DataType:
-    """The Arrow type of one Spark DDL type, such as ``"array<decimal(10, 2)>"``."""
-    parser = _Parser(ddl)
-    kind = parser.type("the type")
+def parse_type(ddl: str, *, column: str = "the type") -> pa.DataType:
+    """The Arrow type of one Spark DDL type, such as ``"array<decimal(10, 2)>"``; ``column``:
+    the column it is for, as errors name it."""
+    if not isinstance(ddl, str):
+        raise InvalidOptionError(f"a type is DDL text, not {type(ddl).__name__} {ddl!r}")
+    parser = _Parser(ddl, "type")
+    for token in parser.tokens:
+        if token.kind == "other":
+            raise parser.fail(f"unexpected character {token.text!r}", token)
+    kind = parser.type(column)
     extra = parser.peek()
     if extra is not None:
         raise parser.fail(f"unexpected {extra.text!r} after the type")
     return kind
+
+
+def parse_columns(ddl: str) -> list[ColumnDefinition]:
+    """Columns to add to a table, as Spark's ``ALTER TABLE ... ADD COLUMNS`` takes them:
+    ``"c int default 0, note string default 'none'"``, each column as in
+    :func:`parse_schema` with an optional ``DEFAULT <literal>`` read as a value of its type."""
+    if not isinstance(ddl, str):
+        raise InvalidOptionError(f"columns are DDL text, not {type(ddl).__name__} {ddl!r}")
+    parser = _Parser(ddl, "columns")
+    for token in parser.tokens:
+        if token.kind == "other" and token.text not in ("-", "+"):
+            raise parser.fail(f"unexpected character {token.text!r}", token)
+    definitions = parser.definitions()
+    check_schema(pa.schema([d.field for d in definitions]))
+    return definitions
+
+
+def _unquoted(text: str) -> str:
+    """A quoted string token's text: the quotes off, backslash escapes read."""
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+    return re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(1)), text[1:-1], flags=re.S)
+
+
+def _value_of(kind: str, text: str, t: pa.DataType) -> Any:
+    """A literal (``kind``: a token kind, ``date``, ``timestamp``, ``true``, ``false`` or
+    ``null``; ``text``: its text) as a Python value of type ``t``; ValueError saying why not."""
+    if kind == "null":
+        raise ValueError("a column without a default reads nulls; leave DEFAULT out")
+    if pa.types.is_boolean(t):
+        if kind not in ("true", "false"):
+            raise ValueError("give true or false")
+        return kind == "true"
+    if pa.types.is_integer(t):
+        if kind != "number":
+            raise ValueError("give a whole number")
+        value = int(text)
+        bits = t.bit_width
+        low, high = (
+            (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+            if pa.types.is_signed_integer(t)
+            else (
+                0,
+                2**bits - 1,
+            )
+        )
+        if not low <= value <= high:
+            raise ValueError(f"out of its range, {low} to {high}")
+        return value
+    if pa.types.is_floating(t):
+        if kind not in ("number", "real"):
+            raise ValueError("give a number")
+        return float(text)
+    if pa.types.is_decimal(t):
+        if kind not in ("number", "real"):
+            raise ValueError("give a number")
+        try:
+            scalar = pa.scalar(Decimal(text)).cast(t, safe=True)
+        except (InvalidOperation, pa.ArrowInvalid) as exc:
+            raise ValueError(
+                f"it does not fit (at most {t.precision - t.scale} digits before the point and "
+                f"{t.scale} after)"
+            ) from exc
+        return scalar.as_py()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        if kind != "string":
+            raise ValueError("give 'quoted text'")
+        return text
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        if kind != "string":
+            raise ValueError("give 'quoted text' (its UTF-8 bytes are the value)")
+        return text.encode("utf-8")
+    if pa.types.is_date32(t):
+        if kind not in ("date", "string"):
+            raise ValueError("give DATE 'yyyy-mm-dd'")
+        try:
+            return datetime.date.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a date yyyy-mm-dd") from None
+    if pa.types.is_timestamp(t):
+        return _timestamp_of(kind, text, t)
+    raise ValueError("defaults are for booleans, numbers, strings, binary, dates and timestamps")
+
+
+def _timestamp_of(kind: str, text: str, t: pa.TimestampType) -> datetime.datetime:
+    if kind not in ("timestamp", "date", "string"):
+        raise ValueError("give TIMESTAMP 'yyyy-mm-dd hh:mm:ss'")
+    try:
+        value = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a timestamp yyyy-mm-dd hh:mm:ss[.ffffff][+hh:mm]"
+        ) from None
+    if t.tz is None:
+        if value.tzinfo is not None:
+            raise ValueError("it names an offset; a timestamp_ntz column has none")
+        return value
+    if value.tzinfo is None:
+        return value.replace(tzinfo=datetime.timezone.utc)
+    return value.astimezone(datetime.timezone.utc)

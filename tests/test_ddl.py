@@ -1,14 +1,18 @@
 """Spark DDL column lists to Arrow schemas (``carbonlite/ddl.py``), and every way one can be
-wrong: an ``InvalidOptionError`` that says what and where, never another exception."""
+wrong: an ``InvalidOptionError`` that says what and where, never another exception. Also
+columns to add with their DEFAULT literals (``parse_columns``)."""
 
 from __future__ import annotations
+
+import datetime
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carbonlite.ddl import parse_schema, parse_type
+from carbonlite.ddl import ColumnDefinition, parse_columns, parse_schema, parse_type
 from carbonlite.errors import InvalidOptionError
 
 UTC_US = pa.timestamp("us", tz="UTC")
@@ -152,3 +156,103 @@ def test_any_text_parses_or_is_an_invalid_option(ddl: str) -> None:
         assert str(exc)
     else:
         assert isinstance(schema, pa.Schema) and len(schema) >= 1
+
+
+@pytest.mark.parametrize(
+    ("ddl", "field", "default"),
+    [
+        ("c int default 0", pa.field("c", pa.int32()), 0),
+        ("c bigint default -9223372036854775808", pa.field("c", pa.int64()), -(2**63)),
+        ("c tinyint default +127", pa.field("c", pa.int8()), 127),
+        ("c double default -2.5e-3", pa.field("c", pa.float64()), -0.0025),
+        ("c float default 3", pa.field("c", pa.float32()), 3.0),
+        ("c decimal(6, 2) default 12.5", pa.field("c", pa.decimal128(6, 2)), Decimal("12.50")),
+        ("c boolean default FALSE", pa.field("c", pa.bool_()), False),
+        ("c string default 'a\\'b'", pa.field("c", pa.string()), "a'b"),
+        ('c string default "two words"', pa.field("c", pa.string()), "two words"),
+        ("c binary default 'xy'", pa.field("c", pa.binary()), b"xy"),
+        ("c date default date '2024-02-29'", pa.field("c", pa.date32()), datetime.date(2024, 2, 29)),
+        ("c date default '2024-02-29'", pa.field("c", pa.date32()), datetime.date(2024, 2, 29)),
+        (
+            "c timestamp default TIMESTAMP '2024-01-01 00:00:00.5-01:00'",
+            pa.field("c", UTC_US),
+            datetime.datetime(2024, 1, 1, 1, 0, 0, 500000, tzinfo=datetime.timezone.utc),
+        ),
+        (
+            "c timestamp default DATE '2024-01-01'",
+            pa.field("c", UTC_US),
+            datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc),
+        ),
+        (
+            "`my c` timestamp_ntz default TIMESTAMP '2024-01-01T08:00' comment 'x'",
+            pa.field("my c", pa.timestamp("us")),
+            datetime.datetime(2024, 1, 1, 8),
+        ),
+        ("c int comment 'later' default 5", pa.field("c", pa.int32()), 5),
+    ],
+)  # fmt: skip
+def test_a_column_with_a_default(ddl: str, field: pa.Field, default: object) -> None:
+    assert parse_columns(ddl) == [ColumnDefinition(field, default, has_default=True)]
+
+
+def test_several_columns_some_with_defaults() -> None:
+    assert parse_columns("a int, b string default 'x', c array<int>") == [
+        ColumnDefinition(pa.field("a", pa.int32())),
+        ColumnDefinition(pa.field("b", pa.string()), "x", has_default=True),
+        ColumnDefinition(pa.field("c", pa.list_(pa.int32()))),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "needle"),
+    [
+        ("c int default 2147483648", "out of its range, -2147483648 to 2147483647"),
+        ("c int default 1e3", "give a whole number"),
+        ("c decimal(3, 1) default 100", "does not fit"),
+        ("c date default TIMESTAMP '2024-01-01 00:00:00'", "give DATE 'yyyy-mm-dd'"),
+        ("c timestamp default 'yesterday'", "is not a timestamp"),
+        ("c int default -x", "expected a number after '-'"),
+        ("c int default DATE", "expected a quoted value after DATE"),
+        ("c int default (1)", "expected a literal after DEFAULT"),
+        ("c int default 1 2", "expected ',' between columns, found '2'"),
+        ("c int default 1 default 2", "found 'default'"),
+        ("c map<string, int> default 'x'", "defaults are for"),
+        ("c int - 1", "expected ',' between columns, found '-'"),
+    ],
+)
+def test_a_bad_default_says_what_and_where(ddl: str, needle: str) -> None:
+    with pytest.raises(InvalidOptionError) as raised:
+        parse_columns(ddl)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"columns {ddl!r}"[:-1])
+    assert needle in message, message
+
+
+def test_a_schema_takes_no_defaults() -> None:
+    """``create`` has no defaults: DEFAULT is only for columns added to a table."""
+    with pytest.raises(InvalidOptionError, match="found 'default'"):
+        parse_schema("c int default 0")
+    with pytest.raises(InvalidOptionError, match="unexpected character '-'"):
+        parse_schema("c int, -1")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcdefintgrsmapul<>(),: `'0123456789.-+eE\n", max_size=40))
+def test_any_column_text_parses_or_is_an_invalid_option(ddl: str) -> None:
+    try:
+        columns = parse_columns(ddl)
+    except InvalidOptionError as exc:
+        assert str(exc)
+    else:
+        assert columns and all(isinstance(c.field, pa.Field) for c in columns)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="abcdefintgrsmapul<>(),: `'0123456789.-+", max_size=30))
+def test_any_type_text_parses_or_is_an_invalid_option(ddl: str) -> None:
+    try:
+        kind = parse_type(ddl)
+    except InvalidOptionError as exc:
+        assert str(exc)
+    else:
+        assert isinstance(kind, pa.DataType)

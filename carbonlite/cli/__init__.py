@@ -5,6 +5,7 @@ from __future__ import annotations
 # Importing a command's module registers it with ``app``: all of them, here, so that every
 # user of ``app`` (the console script, ``python -m carbonlite``, tests) has every command.
 from carbonlite.cli import (  # noqa: F401
+    alter_cmd,
     create_cmd,
     demo_cmd,
     ingest_cmd,

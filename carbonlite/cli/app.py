@@ -219,6 +219,49 @@ def print_segments(rows: list[dict[str, Any]], *, hidden: int = 0) -> None:
         say(f"({hidden} compacted or deleted segment(s) not listed; --all lists them)")
 
 
+def print_schema(info: dict[str, Any]) -> None:
+    """The schema of ``describe_table``'s ``info``: each column's id (tables of log format 6),
+    name (and role), type,
+    whether it takes nulls; its default and its physical name in data files when any column
+    has one or one differs from its name; then the columns dropped, if any."""
+    schema = info["schema"]
+    ids = any(f["id"] is not None for f in schema)  # none: log format 5 or older
+    defaults = any(f["has_default"] for f in schema)
+    physical = any(f["physical"] != f["name"] for f in schema)
+    cols = [Col("column"), Col("type", wrap=True), Col("nullable")]
+    if ids:
+        cols.insert(0, Col("id", "right"))
+    if defaults:
+        cols.append(Col("default", wrap=True, keep=70))
+    if physical:
+        cols.append(Col("physical name", keep=60))
+    rows = []
+    for f in schema:
+        row = [
+            f["name"]
+            + (" (key)" if f["name"] in info["primary_key"] else "")
+            + (" (sort)" if f["name"] in info["sort_columns"] else ""),
+            f["type"],
+            "yes" if f["nullable"] else "no",
+        ]
+        if ids:
+            row.insert(0, str(f["id"]))
+        if defaults:
+            row.append(f["default_literal"] or "")
+        if physical:
+            row.append(f["physical"] if f["physical"] != f["name"] else "")
+        rows.append(row)
+    print_table(console, "Schema", cols, rows)
+    dropped = info["dropped_columns"]
+    if dropped:
+        print_table(
+            console,
+            "Dropped columns",
+            (Col("id", "right"), Col("column"), Col("physical name"), Col("dropped in", "right")),
+            [[str(d["id"]), d["name"], d["physical"], _count(d["version"])] for d in dropped],
+        )
+
+
 def print_properties(properties: dict[str, str]) -> None:
     """Every property in force (``properties``: those set on the table) and where its value
     comes from: set on the table, the default, or the user's own ``user.`` key."""
@@ -270,21 +313,7 @@ def inspect(
         f"id {info['table_id']}, version {info['version']} (log format "
         f"{info['format_version']}), created {info['created'][:19]}"
     )
-    print_table(
-        console,
-        "Schema",
-        (Col("column"), Col("type", wrap=True), Col("nullable")),
-        [
-            [
-                f["name"]
-                + (" (key)" if f["name"] in info["primary_key"] else "")
-                + (" (sort)" if f["name"] in info["sort_columns"] else ""),
-                f["type"],
-                "yes" if f["nullable"] else "no",
-            ]
-            for f in info["schema"]
-        ],
-    )
+    print_schema(info)
     print_properties(info["properties"])
     s = info["summary"]
     say(
@@ -459,7 +488,7 @@ def files(
 HISTORY_COLUMNS = (
     Col("version", "right"),
     Col("time", wrap=True),
-    Col("operation", wrap=True),
+    Col("operation", squeeze=32),
     Col("rows +", "right", keep=90),
     Col("rows -", "right", keep=80),
     Col("duration", "right", keep=75),
@@ -471,6 +500,29 @@ HISTORY_COLUMNS = (
     Col("data change", keep=30, wrap=True),
     Col("parameters", keep=20, squeeze=30),
 )
+
+
+def _names(text: str) -> str:
+    return ", ".join(n for n in text.split(",") if n)
+
+
+SCHEMA_CHANGES: dict[str, Callable[[dict[str, str]], str]] = {
+    "RENAME COLUMN": lambda p: f"{p.get('column')} -> {p.get('new_name')}",
+    "DROP COLUMNS": lambda p: _names(p.get("columns", "")),
+    "WIDEN COLUMN": lambda p: f"{p.get('column')}: {p.get('from')} -> {p.get('to')}",
+    "ADD COLUMNS": lambda p: (
+        _names(p.get("columns", ""))
+        + (f" (defaults for {_names(p['defaults'])})" if p.get("defaults") else "")
+    ),
+}
+"""What each schema change did, from its commit's parameters, for its line of ``history``."""
+
+
+def _operation(r: dict[str, Any]) -> str:
+    """The operation of a commit; a schema change with what it changed (``RENAME COLUMN a ->
+    b``), as the parameters column may be left out to fit."""
+    change = SCHEMA_CHANGES.get(r["operation"])
+    return r["operation"] if change is None else f"{r['operation']} {change(r['parameters'])}"
 
 
 def _count(n: int | None) -> str:
@@ -499,7 +551,7 @@ def history(
             [
                 str(r["version"]),
                 r["timestamp"][:19].replace("T", " "),
-                r["operation"],
+                _operation(r),
                 f"{r['rows_added']:,}",
                 f"{r['rows_removed']:,}",
                 human_duration(r["duration_ms"]),
@@ -509,7 +561,9 @@ def history(
                 _count(r["files_added"]),
                 _count(r["files_removed"]),
                 "yes" if r["data_change"] else "no",
-                ", ".join(
+                ""
+                if r["operation"] in SCHEMA_CHANGES  # the operation's cell says it all
+                else ", ".join(
                     f"{k}={v}"
                     for k, v in r["parameters"].items()
                     if not (k == "writer_id" and v == r["writer_id"])  # it is the writer column

@@ -17,7 +17,9 @@ from carbonlite.records import CommitRecord, PartitionInfo, SegmentInfo, table_s
 from carbonlite.table import Table
 
 __all__ = [
+    "default_literal",
     "describe_blocklets",
+    "describe_columns",
     "describe_files",
     "describe_history",
     "describe_properties",
@@ -29,7 +31,7 @@ __all__ = [
 
 def jsonable(value: Any) -> Any:
     """``value`` with datetimes, decimals and bytes made JSON-safe."""
-    if isinstance(value, datetime.datetime):
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)
@@ -142,6 +144,49 @@ def describe_files(snapshot: Snapshot, *, every: bool = False) -> list[dict[str,
     ]
 
 
+def default_literal(value: Any) -> str:
+    """A column's default as a DDL literal, as ``carbonlite alter ... add-column`` takes it:
+    ``0``, ``'text'``, ``true``, ``DATE '2024-01-01'``, ``TIMESTAMP '2024-01-01 00:00:00'``
+    (UTC)."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:  # a timestamp column's value: an instant, shown in UTC
+            value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, datetime.date):
+        return f"DATE '{value.isoformat()}'"
+    return str(value)
+
+
+def describe_columns(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Each column of the schema: name, type, nullable; its id and its ``physical`` name in
+    data files (None and its own name for a table without column ids, format 5 and older),
+    its ``default`` (None when it has none; ``default_literal``: as DDL) and its
+    ``former_names``."""
+    mappings = snapshot.metadata.columns or (None,) * len(snapshot.schema)
+    return [
+        {
+            "name": f.name,
+            "type": str(f.type),
+            "nullable": f.nullable,
+            "id": None if c is None else c.id,
+            "physical": f.name if c is None else c.physical,
+            "default": jsonable(c.default) if c is not None and c.has_default else None,
+            "has_default": c is not None and c.has_default,
+            "default_literal": default_literal(c.default)
+            if c is not None and c.has_default
+            else None,
+            "former_names": [] if c is None else list(c.former_names),
+        }
+        for f, c in zip(snapshot.schema, mappings, strict=True)
+    ]
+
+
 def describe_table(table: Table, snapshot: Snapshot, segments: list[SegmentInfo]) -> dict[str, Any]:
     return {
         "path": table.path,
@@ -151,9 +196,12 @@ def describe_table(table: Table, snapshot: Snapshot, segments: list[SegmentInfo]
         "created": datetime.datetime.fromtimestamp(
             snapshot.metadata.created_time / 1000, tz=datetime.timezone.utc
         ).isoformat(),
-        "schema": [
-            {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in snapshot.schema
+        "schema": describe_columns(snapshot),
+        "dropped_columns": [
+            {"id": d.id, "name": d.name, "physical": d.physical, "version": d.version}
+            for d in snapshot.metadata.dropped
         ],
+        "last_column_id": snapshot.metadata.last_column_id,
         "sort_columns": list(snapshot.metadata.sort_columns),
         "primary_key": list(snapshot.metadata.primary_key),
         "properties": dict(snapshot.properties),

@@ -34,11 +34,12 @@ COMMANDS = (
     "ingest",
     "serve",
     "create",
+    "alter",
 )
 """Every command (or group of commands) at the top of the ``carbonlite`` app."""
 GROUPS = ("properties", "ingest")
 TABLE_COMMANDS = (
-    *(c for c in COMMANDS if c not in ("demo", "serve", "create", *GROUPS)),
+    *(c for c in COMMANDS if c not in ("demo", "serve", "create", "alter", *GROUPS)),
     "properties show",
 )
 """The commands that take a table's PATH and nothing else that is required."""

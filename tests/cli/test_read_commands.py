@@ -56,7 +56,18 @@ def test_inspect_json(cli: Callable[..., Run], table: Path) -> None:
     assert info["version"] == t.version == 16
     assert info["table_id"] == t.table_id
     assert [f["name"] for f in info["schema"]] == ["id", "ts", "name", "value"]
-    assert info["schema"][0] == {"name": "id", "type": "int64", "nullable": False}
+    assert info["schema"][0] == {
+        "name": "id",
+        "type": "int64",
+        "nullable": False,
+        "id": 1,
+        "physical": "id",
+        "default": None,
+        "has_default": False,
+        "default_literal": None,
+        "former_names": [],
+    }
+    assert info["dropped_columns"] == [] and info["last_column_id"] == 4
     assert info["sort_columns"] == ["ts"]
     assert info["properties"] == {"blocklet_max_rows": "25", "handoff_blocklet_rows": "64"}
     snap = t.snapshot()
