@@ -12,8 +12,8 @@ delivered twice. A query's start is decided once, at the first ``initialOffset``
 ``prepareForTriggerAvailableNow``), and every offset after it carries it.
 
 A query's schema is fixed when it starts (the table's latest metadata when Spark creates the
-reader): a later version that renames, drops or widens one of its columns ends the batch
-before it, and the next batch, which would start at it, fails with
+reader; of a user schema, its columns): a later version that renames, drops or widens one
+of its columns ends the batch before it, and the next batch, which would start at it, fails with
 :class:`SchemaChangedError` naming the version and the change. The rows before it were
 delivered once; the query restarted from its checkpoint reads on with the new schema (files
 written before the change are read with the new layout). An added column is no such change:
@@ -149,11 +149,12 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         snapshot = table._snapshot
         self.table_schema = snapshot.schema
         self.layout = snapshot.layout
-        self.metadata = snapshot.metadata
         self.metadata_version = snapshot.version
         """The version whose metadata fixes the query's schema: a later one that renames,
         drops or widens a column of it ends the stream there (see the module's documentation)."""
         self.columns = requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.metadata = _of_columns(snapshot.metadata, self.columns)
+        """The metadata of the columns the query reads (a user schema may name fewer)."""
         self.nullable = nullable_of(self.table_schema, spark_schema)
         self.max_files = options.get_int("maxFilesPerTrigger", minimum=1)
         self.max_bytes = options.get_size("maxBytesPerTrigger")
@@ -480,6 +481,19 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._units.clear()
         self._schema_changes.clear()
         self._table = None
+
+
+def _of_columns(metadata: TableMetadata, columns: Sequence[str]) -> TableMetadata:
+    """``metadata`` with only ``columns`` in its schema (and their ids): a change to a column
+    the query does not read does not stop it."""
+    if list(columns) == metadata.schema.names:
+        return metadata
+    index = [metadata.schema.get_field_index(c) for c in columns]
+    return dataclasses.replace(
+        metadata,
+        schema=pa.schema([metadata.schema.field(i) for i in index]),
+        columns=tuple(metadata.columns[i] for i in index) if metadata.columns else (),
+    )
 
 
 def _rows_within(

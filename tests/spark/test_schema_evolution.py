@@ -176,6 +176,52 @@ def test_added_column_the_stream_goes_on_without_it(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize("feed", [False, True], ids=["rows", "change-feed"])
+def test_a_user_schema_stops_only_at_changes_of_its_columns(tmp_path: Any, feed: bool) -> None:
+    """A query reading (id, n) by a user schema crosses a rename of k, and stops at a widening
+    of n."""
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    path = str(tmp_path / "t")
+    t = cl.create_table(path, SCHEMA)
+    t.append(rows(0))
+    user = StructType([StructField("id", LongType()), StructField("n", IntegerType())])
+    kind = CarbonLiteChangeFeedReader if feed else CarbonLiteStreamReader
+    query = Query(kind(SparkOptions({"path": path}), user), ReadAllAvailable())
+    query.catch_up()
+    t.rename_column("k", "kind")  # version 2
+    t.append(rows(30, names=("id", "kind", "n")))
+    query.catch_up()
+    assert query.rows() == rows(0, 60).select(["id", "n"]).to_pylist()
+    t.widen_column("n", pa.int64())  # version 4
+    with pytest.raises(
+        SchemaChangedError, match="'n' was widened from int32 to int64 at version 4"
+    ):
+        query.catch_up()
+
+
+@pytest.mark.parametrize("feed", [False, True], ids=["rows", "change-feed"])
+def test_available_now_stops_before_a_change_in_what_it_reads(tmp_path: Any, feed: bool) -> None:
+    """availableNow (startingVersion=1) fixes its end after a rename that landed once the
+    reader was made: it delivers the versions before the rename, then fails naming it."""
+    path = str(tmp_path / "t")
+    t = cl.create_table(path, SCHEMA)
+    t.append(rows(0))
+    t.append(rows(30))
+    reader = reader_of(path, feed=feed, startingVersion="1")
+    t.rename_column("k", "kind")  # version 3
+    t.append(rows(60, names=("id", "kind", "n")))
+    reader.prepareForTriggerAvailableNow()
+    query = Query(reader, ReadMaxRows(25))
+    with pytest.raises(SchemaChangedError, match="'k' was renamed to 'kind' at version 3"):
+        query.catch_up()
+    assert query.ids() == list(range(60))
+    again = query.restarted(reader_of(path, feed=feed))
+    again.reader.prepareForTriggerAvailableNow()
+    again.catch_up()
+    assert again.ids() == list(range(60, 90))
+
+
+@pytest.mark.parametrize("feed", [False, True], ids=["rows", "change-feed"])
 def test_a_change_before_the_query_starts_fails_it_at_once(tmp_path: Any, feed: bool) -> None:
     """A rename between the reader's creation and the query's start (availableNow fixes what
     it reads after the rename): nothing is delivered, the error names the version, and the
