@@ -152,7 +152,9 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.metadata_version = snapshot.version
         """The version whose metadata fixes the query's schema: a later one that renames,
         drops or widens a column of it ends the stream there (see the module's documentation)."""
-        self.columns = requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.columns = requested_columns(
+            self.table_schema, spark_schema, repr(self.uri), snapshot.metadata
+        )
         self.metadata = _of_columns(snapshot.metadata, self.columns)
         """The metadata of the columns the query reads (a user schema may name fewer)."""
         self.nullable = nullable_of(self.table_schema, spark_schema)

@@ -496,3 +496,35 @@ def test_carbon_table_row_changes_use_the_new_names(spark: Any, tmp_path: Any) -
     expected.update({1: ("merged", 5), 100: ("new", 6)})
     assert got == expected
     assert t.schema.names == ["id", "kind", "n"]
+
+
+def test_a_catalog_table_after_a_rename_says_to_register_it_again(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Spark's catalog keeps the schema a table was registered with: after a rename, a query
+    by name fails naming the rename and the way out; registered again, it reads the present
+    names (and a user schema with the old name fails the same way)."""
+    from carbonlite.spark import register_table
+
+    path = str(tmp_path / "t")
+    t = cl.create_table(path, SCHEMA)
+    t.append(rows(0, 5))
+    name = f"t_{uuid.uuid4().hex[:8]}"
+    register_table(spark, name, path)
+    try:
+        assert spark.sql(f"SELECT count(*) AS c FROM {name} WHERE k = 'k1'").first().c == 2
+        t.rename_column("k", "kind")
+        with pytest.raises(Exception) as failed:
+            spark.sql(f"SELECT * FROM {name}").collect()
+        text = str(failed.value)
+        assert "column 'k' was renamed to 'kind' at version 2" in text
+        assert "register_table again" in text
+        register_table(spark, name, path)
+        got = spark.sql(f"SELECT id FROM {name} WHERE kind = 'k1' ORDER BY id").collect()
+        assert [r.id for r in got] == [1, 4]
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+    with pytest.raises(Exception) as failed:  # Spark wraps it: AnalysisException
+        spark.read.format("carbonlite").schema("id long, k string").load(path).collect()
+    assert "SchemaMismatchError" in str(failed.value)
+    assert "column 'k' was renamed to 'kind' at version 2" in str(failed.value)
