@@ -69,17 +69,21 @@ def reader_of(path: str, *, feed: bool = False, **options: str) -> CarbonLiteStr
 class Query:
     """A stream query as Spark runs it, on a reader: its committed offset and what it got."""
 
-    def __init__(self, reader: CarbonLiteStreamReader, limit: ReadLimit) -> None:
+    def __init__(
+        self,
+        reader: CarbonLiteStreamReader,
+        limit: ReadLimit,
+        offset: dict[str, Any] | None = None,
+    ) -> None:
         self.reader = reader
         self.limit = limit
-        self.offset = reader.initialOffset()
+        self.offset = reader.initialOffset() if offset is None else offset
         self.got: list[pa.Table] = []
 
     def restarted(self, reader: CarbonLiteStreamReader) -> Query:
-        """The same query restarted from its checkpoint: a new reader, the committed offset."""
-        query = Query.__new__(Query)
-        query.reader, query.limit, query.offset, query.got = reader, self.limit, self.offset, []
-        return query
+        """The same query restarted from its checkpoint: a new reader, the committed offset
+        (Spark asks no initialOffset then)."""
+        return Query(reader, self.limit, self.offset)
 
     def catch_up(self) -> None:
         """Batches until the reader has nothing new."""
@@ -152,9 +156,7 @@ def test_a_query_started_before_a_change_reads_older_files_with_the_new_layout(
     t.append(after(60))
     query = Query(reader_of(path, feed=feed, startingVersion="1"), ReadAllAvailable())
     query.catch_up()
-    expected = pa.concat_tables([t.to_arrow(version=4)]).to_pylist()
-    assert query.rows() == sorted(expected, key=lambda r: r["id"])
-    assert query.rows()[:60] == after(0).to_pylist() + after(30).to_pylist()
+    assert query.rows() == after(0).to_pylist() + after(30).to_pylist() + after(60).to_pylist()
 
 
 def test_added_column_the_stream_goes_on_without_it(tmp_path: Any) -> None:
@@ -169,8 +171,7 @@ def test_added_column_the_stream_goes_on_without_it(tmp_path: Any) -> None:
     t.append(rows(30).append_column("x", pa.array([1] * ROWS, pa.int64())))
     query.catch_up()
     assert query.rows() == rows(0).to_pylist() + rows(30).to_pylist()
-    again = query.restarted(reader_of(path, startingVersion="1"))
-    again.offset = again.reader.initialOffset()
+    again = Query(reader_of(path, startingVersion="1"), ReadAllAvailable())  # a new query
     again.catch_up()
     assert [r["x"] for r in again.rows()] == [7] * ROWS + [1] * ROWS
 
