@@ -19,6 +19,7 @@ __all__ = [
     "MissingDependencyError",
     "ReplaceWhereMismatchError",
     "RowsChangedError",
+    "SchemaChangedError",
     "SchemaMismatchError",
     "StorageError",
     "TableExistsError",
@@ -59,6 +60,18 @@ class SchemaMismatchError(CarbonLiteError):
         self.differences = list(differences or [])
         if self.differences:
             message = message + "\n  " + "\n  ".join(self.differences)
+        super().__init__(message)
+
+
+class SchemaChangedError(CarbonLiteError):
+    """A stream reached a version that renames, drops or widens a column of the schema it
+    started with (its schema is fixed when it starts). Every row before that version was
+    delivered; the same query restarted from its checkpoint reads on with the new schema.
+    ``version`` is the version, ``changes`` one line per changed column."""
+
+    def __init__(self, message: str, *, version: int, changes: list[str]) -> None:
+        self.version = version
+        self.changes = list(changes)
         super().__init__(message)
 
 

@@ -345,11 +345,13 @@ def _at(version: int | None) -> str:
     return f" at version {version}" if version is not None and version >= 0 else ""
 
 
-def schema_change_problems(written: Any, latest: Any) -> list[str]:
+def schema_change_problems(written: Any, latest: Any, *, widened: bool = False) -> list[str]:
     """What makes rows written with table metadata ``written`` unfit for a table whose
     metadata is now ``latest``: a column of theirs renamed or dropped since (named, with the
     version). Widened and added columns are fine: older files are read cast up, or read the
-    default."""
+    default. With ``widened``, widenings are listed too (a stream's schema is fixed when it
+    starts: a reader with ``written`` cannot read a widened column; added columns are simply
+    not read)."""
     if written.schema.equals(latest.schema) and written.columns == latest.columns:
         return []
     now = _columns_by_physical(latest)
@@ -367,6 +369,9 @@ def schema_change_problems(written: Any, latest: Any) -> list[str]:
             )
         elif new_type != t and widening_problem(t, new_type) is not None:
             problems.append(f"column {name!r} changed type from {t} to {new_type}")
+        elif new_type != t and widened:
+            since = mapping.since if mapping else None
+            problems.append(f"column {name!r} was widened from {t} to {new_type}{_at(since)}")
     return problems
 
 

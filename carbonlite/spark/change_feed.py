@@ -7,7 +7,10 @@ with the table's rows at the latest version, as inserts of that version (Delta's
 then every later commit's changes. Offsets are those of the plain stream source (the version
 to read next; the start is decided once, and offsets name the table); a micro-batch takes
 whole versions: ``maxFilesPerTrigger`` counts versions (the initial rows count as one), and
-the other limits are not applied.
+the other limits are not applied. A version that renames, drops or widens a column of the
+query's schema ends the stream as in the plain source (a batch ends before it, the next one
+fails with ``SchemaChangedError``); a restarted query reads every version's changes with its
+own, newer, schema and layout.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
 
 from carbonlite.create import open_table
+from carbonlite.metadata.columns import ColumnLayout
 from carbonlite.reader.changes import CHANGE_COLUMNS, read_changes
 from carbonlite.seams import reach
 from carbonlite.spark.offsets import Position
@@ -48,6 +52,9 @@ class ChangeFeedPartition(InputPartition):
     output: pa.Schema
     version: int
     initial: bool
+    table_schema: pa.Schema
+    """The query's schema (older versions are read in it, with ``layout``)."""
+    layout: ColumnLayout
 
 
 def _without_change_columns(spark_schema: Any) -> Any:
@@ -78,6 +85,13 @@ class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
         elif not isinstance(limit, ReadAllAvailable):
             most = self.max_files
         end = latest + 1 if most is None else min(latest + 1, version + max(1, most))
+        for v in range(version, end):
+            changes = self._schema_change(v, offset.position.initial and v == version)
+            if changes:
+                if v == version:
+                    raise self._schema_changed(v, changes)
+                end = v  # the versions before it first
+                break
         return offset.at(Position(end, 0, 0, False)).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
@@ -92,6 +106,8 @@ class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
                     output=self.output,
                     version=version,
                     initial=first.initial and version == first.version,
+                    table_schema=self.table_schema,
+                    layout=self.layout,
                 )
             )
         return parts
@@ -123,9 +139,9 @@ def read_change_partition(p: ChangeFeedPartition) -> Iterator[pa.RecordBatch]:
             table.log,
             before,
             p.version,
-            snapshot.schema,
+            p.table_schema,
             storage_options=table.storage_options,
-            layout=snapshot.layout,
+            layout=p.layout,
         ).select([*p.columns, *(f.name for f in CHANGE_COLUMNS)])
     for batch in changes.to_batches():
         yield cast_for_spark(batch, p.output)

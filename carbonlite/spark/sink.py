@@ -34,6 +34,7 @@ from carbonlite.errors import (
 )
 from carbonlite.format.conform import schema_differences
 from carbonlite.metadata import BlockletsAppended, TxnMarker
+from carbonlite.metadata.columns import former_name_problems
 from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.publish_channel import save_result, states_from_option
 from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
@@ -102,8 +103,13 @@ def open_or_create(options: SparkOptions, spark_schema: Any) -> Table:
             table = open_table(uri, storage_options=storage_options or None)
     problems = schema_differences(table.schema, incoming, allow_missing_nullable=True)
     if problems:
+        # a column renamed or dropped since the DataFrame was defined: say so first
+        hints = former_name_problems(incoming.names, table._snapshot.metadata)
+        advice = "; nothing was written: write them under the table's present names"
         raise SchemaMismatchError(
-            f"the data written by Spark does not match the schema of table {table.path!r}", problems
+            f"the data written by Spark does not match the schema of table {table.path!r}"
+            + (advice if hints else ""),
+            [*hints, *problems],
         )
     return table
 

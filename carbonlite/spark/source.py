@@ -27,7 +27,7 @@ from carbonlite.errors import (
     InvalidOptionError,
     SchemaMismatchError,
 )
-from carbonlite.metadata.columns import IDENTITY, ColumnLayout
+from carbonlite.metadata.columns import IDENTITY, ColumnLayout, former_name_problems
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, Split
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -146,18 +146,29 @@ def read_partition(p: SplitsPartition) -> Iterator[pa.RecordBatch]:
         reader.close()
 
 
-def requested_columns(table_schema: pa.Schema, spark_schema: Any, where: str) -> list[str]:
+def requested_columns(
+    table_schema: pa.Schema, spark_schema: Any, where: str, metadata: Any = None
+) -> list[str]:
     """The columns a user schema asks for, checked against the table: each must exist, with
     the Spark type the table's column reads as; a NOT NULL field needs a NOT NULL column (a
-    nullable field may name a NOT NULL column: the rows are the same)."""
+    nullable field may name a NOT NULL column: the rows are the same). ``metadata`` (the
+    table's): a missing column's error names the rename or drop behind it."""
     if spark_schema is None:
         return table_schema.names
     names = [f.name for f in spark_schema.fields]
     missing = [n for n in names if n not in table_schema.names]
     if missing:
+        hints = former_name_problems(missing, metadata) if metadata is not None else []
+        advice = (
+            " (a catalog table keeps the schema it was registered with: after a schema "
+            "change, call carbonlite.spark.register_table again)"
+            if hints
+            else ""
+        )
         raise SchemaMismatchError(
-            f"the schema given to read {where} names columns the table does not have: {missing}",
-            [f"the table's columns are {table_schema.names}"],
+            f"the schema given to read {where} names columns the table does not have: "
+            f"{missing}{advice}",
+            [*hints, f"the table's columns are {table_schema.names}"],
         )
     table_fields = {f.name: f for f in spark_schema_of(table_schema).fields}
     differences = []
@@ -262,7 +273,9 @@ class CarbonLiteBatchReader(DataSourceReader):
         snapshot = table.snapshot(self.snapshot_version)
         self.table_schema = snapshot.schema
         self.layout = snapshot.layout
-        self.columns = requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        self.columns = requested_columns(
+            self.table_schema, spark_schema, repr(self.uri), snapshot.metadata
+        )
         self.nullable = nullable_of(self.table_schema, spark_schema)
         self.option_filter = _filter_option(options, self.table_schema, repr(self.uri))
         self.pushed: list[pc.Expression] = []

@@ -10,6 +10,14 @@ a blocklet if need be. Offsets never name physical file offsets, which compactio
 commits with ``data_change = false`` (handoff, compaction) hold no units, so no row is
 delivered twice. A query's start is decided once, at the first ``initialOffset`` (or
 ``prepareForTriggerAvailableNow``), and every offset after it carries it.
+
+A query's schema is fixed when it starts (the table's latest metadata when Spark creates the
+reader; of a user schema, its columns): a later version that renames, drops or widens one
+of its columns ends the batch before it, and the next batch, which would start at it, fails with
+:class:`SchemaChangedError` naming the version and the change. The rows before it were
+delivered once; the query restarted from its checkpoint reads on with the new schema (files
+written before the change are read with the new layout). An added column is no such change:
+the query goes on without it (docs/SPARK.md, "Schema evolution").
 """
 
 from __future__ import annotations
@@ -38,15 +46,19 @@ from carbonlite.errors import (
     CarbonLiteError,
     DataUnavailableError,
     InvalidOptionError,
+    SchemaChangedError,
     VersionNotFoundError,
 )
 from carbonlite.metadata import (
+    Action,
     BlockletsAppended,
     CommitInfo,
     RowsDeleted,
     SegmentStatusChanged,
     Snapshot,
+    TableMetadata,
 )
+from carbonlite.metadata.columns import schema_change_problems
 from carbonlite.metadata.timeline import earliest_version, first_version_at_or_after
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.seams import reach
@@ -134,9 +146,17 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         table = open_from(options)
         self.uri = table.path
         self.storage_options = table.storage_options
-        self.table_schema = table.schema
-        self.layout = table._snapshot.layout
-        self.columns = requested_columns(self.table_schema, spark_schema, repr(self.uri))
+        snapshot = table._snapshot
+        self.table_schema = snapshot.schema
+        self.layout = snapshot.layout
+        self.metadata_version = snapshot.version
+        """The version whose metadata fixes the query's schema: a later one that renames,
+        drops or widens a column of it ends the stream there (see the module's documentation)."""
+        self.columns = requested_columns(
+            self.table_schema, spark_schema, repr(self.uri), snapshot.metadata
+        )
+        self.metadata = _of_columns(snapshot.metadata, self.columns)
+        """The metadata of the columns the query reads (a user schema may name fewer)."""
         self.nullable = nullable_of(self.table_schema, spark_schema)
         self.max_files = options.get_int("maxFilesPerTrigger", minimum=1)
         self.max_bytes = options.get_size("maxBytesPerTrigger")
@@ -152,6 +172,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
         self._table: Table | None = None
         self._units: dict[tuple[int, bool], list[_Unit]] = {}
+        self._schema_changes: dict[int, list[str]] = {}
         self._available_now: int | None = None
         self.table_id = table.table_id
         self._initial: StreamOffset | None = None
@@ -171,18 +192,62 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def _initial_units(self, version: int) -> list[_Unit]:
         snapshot = self.table.snapshot(version)
+        changes = self._note_schema_change(version, snapshot.metadata)
+        if changes:
+            # the table changed between the reader's creation and the query's start
+            raise self._schema_changed(version, changes)
         plan = plan_scan(snapshot, columns=None, filter=None, split_bytes=_WHOLE_FILES)
         return [_Unit(split, split.num_rows, split.num_bytes) for split in plan.splits]
 
-    def _version_units(self, version: int) -> list[_Unit]:
+    def _actions(self, version: int) -> list[Action]:
         try:
             before: Snapshot = self.table.snapshot()
-            actions = self.table.log.read_actions(version, before)
+            return self.table.log.read_actions(version, before)
         except FileNotFoundError:
             raise DataUnavailableError(
                 f"version {version} of {self.uri!r} is no longer in the log (clean removed it); "
                 "the stream fell behind the table's log retention: restart it with a new checkpoint"
             ) from None
+
+    def _note_schema_change(self, version: int, metadata: TableMetadata | None) -> list[str]:
+        """What ``version`` (whose metadata is ``metadata``, None: unchanged) renamed, dropped
+        or widened of the query's schema: nothing for the versions up to the reader's own."""
+        changes: list[str] = []
+        if metadata is not None and version > self.metadata_version:
+            changes = schema_change_problems(self.metadata, metadata, widened=True)
+        self._schema_changes[version] = changes
+        return changes
+
+    def _schema_change(self, version: int, initial: bool = False) -> list[str]:
+        """:meth:`_note_schema_change` of ``version``, read once (``initial``: of the snapshot
+        at ``version``)."""
+        changes = self._schema_changes.get(version)
+        if changes is None:
+            if version <= self.metadata_version:
+                return []
+            if initial:
+                metadata: TableMetadata | None = self.table.snapshot(version).metadata
+            else:
+                actions = self._actions(version)
+                metadata = next((a for a in actions if isinstance(a, TableMetadata)), None)
+            changes = self._note_schema_change(version, metadata)
+        return changes
+
+    def _schema_changed(self, version: int, changes: list[str]) -> SchemaChangedError:
+        return SchemaChangedError(
+            f"the stream of {self.uri!r} reached version {version}, which changed the schema "
+            f"the query started with (at version {self.metadata_version}): {'; '.join(changes)}"
+            "; every row before it was delivered: restart the query to read on with the new "
+            "schema",
+            version=version,
+            changes=changes,
+        )
+
+    def _version_units(self, version: int) -> list[_Unit]:
+        actions = self._actions(version)
+        metadata = next((a for a in actions if isinstance(a, TableMetadata)), None)
+        if self._note_schema_change(version, metadata):
+            return []  # _batch_end stops before it
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         if info is None or not info.data_change:
             return []
@@ -334,6 +399,13 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         files = nbytes = rows = 0
         while version <= latest:
             units = self._units_of(version, initial)
+            changes = self._schema_change(version, initial)
+            if changes:
+                # the rows before it are delivered and committed first; the batch after
+                # them would start here
+                if rows:
+                    return Position(version, 0, 0, False)
+                raise self._schema_changed(version, changes)
             while index < len(units):
                 blocklets = units[index].split.blocklets
                 while blocklet < len(blocklets):
@@ -404,10 +476,26 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         version = self._offset(end).position.version
         for key in [k for k in self._units if k[0] < version]:
             del self._units[key]
+        for v in [v for v in self._schema_changes if v < version]:
+            del self._schema_changes[v]
 
     def stop(self) -> None:
         self._units.clear()
+        self._schema_changes.clear()
         self._table = None
+
+
+def _of_columns(metadata: TableMetadata, columns: Sequence[str]) -> TableMetadata:
+    """``metadata`` with only ``columns`` in its schema (and their ids): a change to a column
+    the query does not read does not stop it."""
+    if list(columns) == metadata.schema.names:
+        return metadata
+    index = [metadata.schema.get_field_index(c) for c in columns]
+    return dataclasses.replace(
+        metadata,
+        schema=pa.schema([metadata.schema.field(i) for i in index]),
+        columns=tuple(metadata.columns[i] for i in index) if metadata.columns else (),
+    )
 
 
 def _rows_within(
