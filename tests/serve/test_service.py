@@ -251,16 +251,24 @@ def test_sigkill_during_concurrent_puts_loses_and_repeats_nothing(root: str) -> 
     errors: list[BaseException] = []
 
     def produce(name: str) -> None:
+        """Put until told to stop; a put once sent is sent again until it is answered, even
+        after the stop (it may have landed before the kill that cut its answer short, and
+        the table then holds it: the producer must learn so)."""
         seq = 0
         while not stop.is_set():
-            try:
-                put(service.client(), "events", name, seq, rows(name, seq))
-            except (flight.FlightError, pa.ArrowException, OSError):
-                time.sleep(0.02)  # the service is down: send the same put again
-                continue
-            except BaseException as exc:
-                errors.append(exc)
-                return
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    put(service.client(), "events", name, seq, rows(name, seq))
+                    break
+                except (flight.FlightError, pa.ArrowException, OSError) as exc:
+                    if time.monotonic() > deadline:
+                        errors.append(exc)
+                        return
+                    time.sleep(0.02)  # the service is down: send the same put again
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
             with lock:
                 sent[name] = seq
             seq += 1
