@@ -69,6 +69,8 @@ class ColumnMapping:
     this rule may hold a widening's version)."""
     former_names: tuple[str, ...] = ()
     """Names it had before, oldest first (so a writer still using one is told of the rename)."""
+    widened_since: int | None = None
+    """The version of its last widening (None: never widened)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +249,8 @@ def columns_to_json(columns: Sequence[ColumnMapping], schema: pa.Schema) -> list
             obj["since"] = c.since
         if c.former_names:
             obj["former_names"] = list(c.former_names)
+        if c.widened_since is not None:
+            obj["widened_since"] = c.widened_since
         out.append(obj)
     return out
 
@@ -265,6 +269,7 @@ def columns_from_json(
             has_default="default" in c,
             since=c.get("since"),
             former_names=tuple(str(n) for n in c.get("former_names", ())),
+            widened_since=c.get("widened_since"),
         )
         for f, c in zip(schema, obj, strict=True)
     )
@@ -292,7 +297,14 @@ PENDING = -1
 def stamped(metadata: Any, version: int) -> Any:
     """``metadata`` with the pending versions of its changes set to ``version``."""
     columns = tuple(
-        dataclasses.replace(c, since=version) if c.since == PENDING else c for c in metadata.columns
+        dataclasses.replace(
+            c,
+            since=version if c.since == PENDING else c.since,
+            widened_since=version if c.widened_since == PENDING else c.widened_since,
+        )
+        if PENDING in (c.since, c.widened_since)
+        else c
+        for c in metadata.columns
     )
     dropped = tuple(
         dataclasses.replace(d, version=version) if d.version == PENDING else d
@@ -370,7 +382,7 @@ def schema_change_problems(written: Any, latest: Any, *, widened: bool = False) 
         elif new_type != t and widening_problem(t, new_type) is not None:
             problems.append(f"column {name!r} changed type from {t} to {new_type}")
         elif new_type != t and widened:
-            since = mapping.since if mapping else None
+            since = mapping.widened_since if mapping else None
             problems.append(f"column {name!r} was widened from {t} to {new_type}{_at(since)}")
     return problems
 

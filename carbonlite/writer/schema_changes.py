@@ -210,7 +210,7 @@ def widening_column(
     columns = list(metadata.columns)
     # ``since`` stays the version of the column's present name: a writer still using a
     # former name is told the rename's version, not the widening's
-    columns[index] = column
+    columns[index] = dataclasses.replace(column, widened_since=PENDING)
     after = dataclasses.replace(
         metadata,
         schema=metadata.schema.set(index, field.with_type(new_type)),
