@@ -207,6 +207,10 @@ def widening_column(
             physical=fresh_physical_name(column.id),
             previous=((column.physical, json.dumps(type_to_json(field.type))), *column.previous),
         )
+    if column.has_default:  # the default is a value of the column's type: cast it up too
+        column = dataclasses.replace(
+            column, default=pa.scalar(column.default, field.type).cast(new_type).as_py()
+        )
     columns = list(metadata.columns)
     columns[index] = dataclasses.replace(column, since=PENDING)
     after = dataclasses.replace(
