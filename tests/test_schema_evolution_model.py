@@ -65,6 +65,8 @@ WIDER = {
 
 ADDED_TYPES = [pa.int8(), pa.int32(), pa.string(), pa.float32(), pa.date32()]
 
+CHANGE_COLUMNS = ["_change_type", "_commit_version", "_commit_timestamp"]
+
 _INT_RANGE = {8: 120, 16: 30_000, 32: 2_000_000_000, 64: 9_000_000_000_000_000_000}
 _DAY0 = datetime.date(2024, 1, 1)
 
@@ -140,6 +142,8 @@ class SchemaEvolution(RuleBasedStateMachine):
         self.id_name = "id"
         self.sort_name = "k"
         self.next_id = 0
+        self.updated: set[int] = set()
+        """Ids of rows an update rewrote (their inserted values are no longer the latest)."""
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -166,6 +170,7 @@ class SchemaEvolution(RuleBasedStateMachine):
         try:
             if self.table is not None:
                 self._every_version(self.t, "the handle")
+                self._changes_in_the_latest_schema()
                 self._every_version(cl.open_table(self.uri), "a reopened table")
                 result = self.t.verify()
                 assert result.ok, result.problems
@@ -232,6 +237,9 @@ class SchemaEvolution(RuleBasedStateMachine):
             event("append leaving out columns with defaults")
         result = self.t.append(given)
         self._commit(result.version, pa.concat_tables([self.rows, full]), self.defaults)
+        assert result.version is not None
+        changes = self.t.changes(result.version, result.version)
+        same(changes.drop_columns(CHANGE_COLUMNS), full, self.id_name, "changes() of an append")
 
     def _filter(self, data: st.DataObject) -> pc.Expression:
         name = data.draw(st.sampled_from(self._columns(numeric=True)))
@@ -269,6 +277,7 @@ class SchemaEvolution(RuleBasedStateMachine):
         if not hit:
             assert result.version is None
             return
+        self.updated |= hit
         mask = pc.is_in(self.rows.column(self.id_name), pa.array(sorted(hit)))
         column = pc.if_else(mask, pa.scalar(value, self.rows.schema.field(i).type), self.rows[name])
         self._commit(
@@ -385,6 +394,23 @@ class SchemaEvolution(RuleBasedStateMachine):
                     want = self.rows.filter(filter)
                     got = self.t.to_arrow(filter=filter)
                     same(got, want, self.id_name, f"the scan with {filter}")
+
+    def _changes_in_the_latest_schema(self) -> None:
+        """``changes`` from the first version reads every version's files with the latest
+        schema: a row inserted and neither updated nor deleted since holds its latest values
+        (renamed, cast up, dropped columns gone, added ones their default)."""
+        if len(self.versions) < 2:
+            return
+        changes = self.t.changes(1)
+        inserted = changes.filter(pc.field("_change_type") == "insert").drop_columns(CHANGE_COLUMNS)
+        latest = self.rows
+        assert inserted.schema.names == latest.schema.names, inserted.schema
+        alive = pc.invert(
+            pc.is_in(latest[self.id_name], pa.array(sorted(self.updated), pa.int64()))
+        )
+        want = latest.filter(alive)
+        keep = pc.is_in(inserted[self.id_name], want[self.id_name])
+        same(inserted.filter(keep), want, self.id_name, "changes(1) in the latest schema")
 
     def _every_version(self, table: cl.Table, what: str) -> None:
         assert table.version == len(self.versions) - 1
