@@ -10,8 +10,8 @@ that were acknowledged, applied in version order, give every version's names and
 every row of every version holds the values its writer gave it under those names (cast up
 after a widening). The rules of docs/LOG.md ("Schema evolution"):
 
-- an append whose rows were written before a rename or drop of one of their columns commits
-  before it, or fails with ``SchemaMismatchError`` and commits nothing;
+- an append (or an update) whose rows were written before a rename or drop of one of their
+  columns commits before it, or fails with ``SchemaMismatchError`` and commits nothing;
 - an append racing a widening commits, and its values read cast up;
 - a handoff racing a rename or a drop commits, its rows intact under the new names;
 - of two schema changes, each commits on the metadata it planned on or gets
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import carbonlite as cl
@@ -189,6 +190,7 @@ def check_version(state: State, table: cl.Table, version: int) -> None:
 RENAME = (lambda t: t.rename_column("kind", "label"), renamed("kind", "label"))
 RENAME_OTHER = (lambda t: t.rename_column("kind", "tag"), renamed("kind", "tag"))
 DROP = (lambda t: t.drop_columns(["n"]), dropped("n"))
+DROP_KIND = (lambda t: t.drop_columns(["kind"]), dropped("kind"))
 WIDEN = (lambda t: t.widen_column("n", pa.int64()), widened("n", pa.int64()))
 ADD = (
     lambda t: t.add_columns([pa.field("z", pa.int32())], defaults={"z": 0}),
@@ -242,6 +244,31 @@ def append_and_add() -> tuple[State, list[Actor]]:
         append(state, a, "a", [0, 1]),
         schema_change(state, c, "c", *ADD),
     ]
+
+
+def update(state: State, table: cl.Table, name: str, key: int) -> Actor:
+    """An update of row ``key``'s writer column (``kind``) to ``name``."""
+
+    def run() -> None:
+        op = state.model.record(Op(name, added=frozenset({key}), upsert=True))
+        settle(op, lambda: table.update(pc.field("id") == key, {"kind": name}))
+
+    return Actor(name, run)
+
+
+def update_and_change(
+    change: tuple[Callable[[cl.Table], Any], Callable[..., Any]],
+) -> Callable[[], tuple[State, list[Actor]]]:
+    """An update setting a column racing a rename or a drop of that column: it commits
+    before the change or is refused (its rows, written with the column, come after it)."""
+
+    def scenario() -> tuple[State, list[Actor]]:
+        uri, model = fresh_table([100, 101])
+        state = State(uri, model, refused={"u": (SchemaMismatchError,)}, before_changes={"u"})
+        u, c = cl.open_table(uri, writer_id="u"), cl.open_table(uri, writer_id="c")
+        return state, [update(state, u, "u", 100), schema_change(state, c, "c", *change)]
+
+    return scenario
 
 
 def handoff_and_rename() -> tuple[State, list[Actor]]:
@@ -304,6 +331,8 @@ SCENARIOS: dict[str, Callable[[], tuple[State, list[Actor]]]] = {
     "append_and_drop": append_and_drop,
     "append_and_widen": append_and_widen,
     "append_and_add": append_and_add,
+    "update_and_rename": update_and_change(RENAME),
+    "update_and_drop": update_and_change(DROP_KIND),
     "handoff_and_rename": handoff_and_rename,
     "handoff_and_drop": handoff_and_drop,
     "compaction_and_widen": compaction_and_widen,
@@ -319,6 +348,7 @@ PAUSE_AT = frozenset(
         "commit.before_put",
         "commit.after_put",
         "append.after_data",
+        "row_change.after_plan",
         "compaction.after_plan",
         "compaction.after_execute",
     }
