@@ -5,7 +5,8 @@ for the test's SIGKILL.
 
 A spec: ``{"table": path, "op": op, "hold": [seam, n], "pause": [seam, n] or null}``, ``op``
 one of ``rename`` (kind -> label), ``drop`` (n), ``widen`` (n to int64), ``add`` (z, int32,
-default 0) and ``append`` (``ids``, written with the schema the handle opened with). The n-th
+default 0) and ``append`` (``ids``, written with the schema the handle opened with); with
+``"golden": true`` the schema change is the one of ``GOLDEN_OPS`` (a format 5 table). The n-th
 time the worker reaches the ``pause`` seam it prints ``paused SEAM`` and reads a line (the test
 acts meanwhile, then lets it go on); the n-th time it reaches the ``hold`` seam it prints
 ``held SEAM`` and waits for the kill. Forked children write unbuffered lines to stdout:
@@ -40,6 +41,17 @@ OPS: dict[str, Callable[[carbonlite.Table], Any]] = {
     "widen": lambda t: t.widen_column("n", pa.int64()),
     "add": lambda t: t.add_columns([pa.field("z", pa.int32())], defaults={"z": 0}),
 }
+
+
+GOLDEN_OPS: dict[str, Callable[[carbonlite.Table], Any]] = {
+    "rename": lambda t: t.rename_column("note", "memo"),
+    "drop": lambda t: t.drop_columns(["flag"]),
+    "widen": lambda t: t.widen_column("day", pa.timestamp("us")),
+    "add": lambda t: t.add_columns([pa.field("z", pa.int32())], defaults={"z": 0}),
+}
+"""Schema changes of a copy of ``tests/data/golden_v5`` (log format 5): each gives the table
+column ids in the same version (format 6). The date -> timestamp widening moves the column to
+a new physical name."""
 
 
 def after(op: str, schema: dict[str, pa.DataType]) -> dict[str, pa.DataType]:
@@ -92,6 +104,8 @@ def run(spec: dict[str, Any]) -> None:
     with seams(spec["hold"], spec.get("pause")):
         if spec["op"] == "append":
             result = table.append(rows(spec["ids"], "worker", table.schema))
+        elif spec.get("golden"):
+            result = GOLDEN_OPS[spec["op"]](table)
         else:
             result = OPS[spec["op"]](table)
     out(f"done {result.version}")

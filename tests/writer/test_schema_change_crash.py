@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,6 +225,58 @@ def test_an_append_let_go_after_a_schema_change(
         if hold == "commit.after_put":
             writers.update({i: "worker" for i in ids})
     check(path, after(op, before), writers, f"an append let go after {op}, killed at {hold}")
+
+
+GOLDEN_V5 = Path(__file__).resolve().parents[1] / "data" / "golden_v5"
+
+
+def golden_after(op: str, rows: pa.Table) -> pa.Table:
+    """The golden table's rows after schema change ``op`` (``GOLDEN_OPS``)."""
+    if op == "rename":
+        return rows.rename_columns(["memo" if n == "note" else n for n in rows.schema.names])
+    if op == "drop":
+        return rows.drop_columns(["flag"])
+    if op == "widen":
+        i = rows.schema.get_field_index("day")
+        new = pa.field("day", pa.timestamp("us"))
+        return rows.set_column(i, new, rows["day"].cast(new.type))
+    assert op == "add", op
+    return rows.append_column(pa.field("z", pa.int32()), pa.array([0] * rows.num_rows, pa.int32()))
+
+
+@pytest.mark.parametrize("seam", SEAMS)
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_sigkill_during_the_schema_change_that_gives_a_format_5_table_ids(
+    server: ForkServer, children: list[Child], tmp_path: Path, op: str, seam: str
+) -> None:
+    """The golden table of format 5: its first schema change also raises it to format 6 and
+    gives its columns ids, in one version. Killed in any phase, it is of format 5 with the old
+    schema or of format 6 with the new one, its rows intact either way."""
+    path = tmp_path / "golden"
+    shutil.copytree(GOLDEN_V5, path)
+    t = cl.open_table(path)
+    t.set_properties({"checkpoint_interval": "1"})  # the change's version writes one
+    old = t.to_arrow().sort_by("id")
+    assert t.snapshot().metadata.format_version == 5
+    child = Child(server, {"table": str(path), "op": op, "golden": True, "hold": [seam, 1]})
+    children.append(child)
+    assert child.until("held").startswith("held"), child.lines
+    child.kill()
+    changed = seam != "commit.before_put"
+    want = golden_after(op, old) if changed else old
+    t = cl.open_table(path)
+    what = f"golden v5, {op} killed at {seam}"
+    assert t.snapshot().metadata.format_version == (6 if changed else 5), what
+    assert t.to_arrow().sort_by("id").equals(want), what
+    assert t.verify().ok, what
+    for version in range(t.version + 1):
+        t.to_arrow(version=version)
+    t.recover(min_age=0)
+    more = want.slice(0, 3)
+    more = more.set_column(0, more.schema.field(0), pa.array([10_001, 10_002, 10_003], pa.int64()))
+    t.append(more)
+    got = cl.open_table(path).to_arrow().sort_by("id")
+    assert got.equals(pa.concat_tables([want, more]).sort_by("id")), what
 
 
 @pytest.mark.slow
