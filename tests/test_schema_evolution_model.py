@@ -60,10 +60,20 @@ WIDER = {
     pa.float32(): [pa.float64()],
     pa.decimal128(5, 2): [pa.decimal128(9, 2), pa.decimal128(20, 2)],
     pa.decimal128(9, 2): [pa.decimal128(20, 2)],
+    pa.decimal128(7, 3): [pa.decimal128(12, 3)],
     pa.date32(): [pa.timestamp("us"), pa.timestamp("ms", tz="UTC")],
 }
 
-ADDED_TYPES = [pa.int8(), pa.int32(), pa.string(), pa.float32(), pa.date32()]
+ADDED_TYPES = [
+    pa.int8(),
+    pa.int32(),
+    pa.string(),
+    pa.float32(),
+    pa.date32(),
+    pa.decimal128(7, 3),
+    pa.timestamp("ms", tz="UTC"),
+    pa.bool_(),
+]
 
 CHANGE_COLUMNS = ["_change_type", "_commit_version", "_commit_timestamp"]
 
@@ -89,6 +99,8 @@ def values(draw: st.DrawFn, t: pa.DataType, n: int, *, nulls: bool = True) -> pa
             st.sampled_from([0, 1, 7, -3, whole - 1, -whole + 1]),
             st.integers(0, 99),
         )
+    elif pa.types.is_boolean(t):
+        element = st.booleans()
     elif pa.types.is_string(t):
         element = st.sampled_from(["", "a", "b", "cc", "zz"])
     elif pa.types.is_date32(t):
