@@ -469,3 +469,22 @@ def test_a_widened_date_keeps_its_default_as_a_timestamp() -> None:
             assert table.to_arrow().sort_by("id").to_pylist() == want
     finally:
         drop_memory(uri)
+
+
+def test_a_column_added_after_a_widened_date_was_dropped_never_reads_its_pages() -> None:
+    """Found by the model's slow tier: a date widened to a timestamp (its pages stay under
+    the old physical name in older files), then dropped, then a column added under the same
+    name took that old physical name, so rows written before read the dropped dates (cast to
+    strings) instead of the default. A drop now keeps the older physical names too."""
+    uri = f"memory://schema-dropped-{uuid.uuid4().hex}"
+    try:
+        t = cl.create_table(uri, pa.schema([("id", pa.int64()), ("d", pa.date32())]))
+        t.append(pa.table({"id": [1], "d": [_DAY0]}))
+        t.widen_column("d", pa.timestamp("us"))
+        t.drop_columns(["d"])
+        t.add_columns([pa.field("d", pa.string())], defaults={"d": "zz"})
+        for table in (t, cl.open_table(uri)):
+            assert table.to_arrow().to_pylist() == [{"id": 1, "d": "zz"}]
+            assert table.to_arrow(filter=pc.field("d") == "zz").num_rows == 1
+    finally:
+        drop_memory(uri)
