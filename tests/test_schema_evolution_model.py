@@ -488,3 +488,31 @@ def test_a_column_added_after_a_widened_date_was_dropped_never_reads_its_pages()
             assert table.to_arrow(filter=pc.field("d") == "zz").num_rows == 1
     finally:
         drop_memory(uri)
+
+
+def test_a_column_added_after_a_restore_removed_one_of_its_name_is_a_new_column() -> None:
+    """Found probing restore beside the model: a restore to a version before a column was
+    added forgot its id and physical name, so a column added again under the name took both,
+    and ``changes`` across the restore read the removed column's pages as the new column's
+    (``'5'`` for the int 5). The restored metadata now counts such columns as dropped and
+    keeps ``last_column_id``."""
+    uri = f"memory://schema-restore-{uuid.uuid4().hex}"
+    try:
+        t = cl.create_table(uri, pa.schema([("id", pa.int64())]))
+        t.add_columns([pa.field("x", pa.int32())])
+        t.append(pa.table({"id": [1], "x": pa.array([5], pa.int32())}))
+        t.restore(0)
+        t.add_columns([pa.field("x", pa.string())], defaults={"x": "zz"})
+        t.append(pa.table({"id": [2]}))
+        changes = t.changes(1).select(["id", "x", "_change_type"]).to_pylist()
+        assert changes == [
+            {"id": 1, "x": "zz", "_change_type": "insert"},
+            {"id": 1, "x": "zz", "_change_type": "delete"},
+            {"id": 2, "x": "zz", "_change_type": "insert"},
+        ]
+        t.restore(2)  # the int column comes back, with its values
+        for table in (t, cl.open_table(uri)):
+            assert table.schema.field("x").type == pa.int32()
+            assert table.to_arrow().to_pylist() == [{"id": 1, "x": 5}]
+    finally:
+        drop_memory(uri)

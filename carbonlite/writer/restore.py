@@ -52,6 +52,7 @@ from carbonlite.metadata import (
     Snapshot,
     TableMetadata,
 )
+from carbonlite.metadata.columns import PENDING, DroppedColumn, stamped
 from carbonlite.storage import Storage
 from carbonlite.writer.row_changes import dv_path
 from carbonlite.writer.stream_file import copy_blocklets
@@ -103,7 +104,9 @@ class RestoreCommit:
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         read, restored = self.metadata
-        actions: list[Action] = [] if restored == read else [restored]
+        actions: list[Action] = (
+            [] if restored == read else [stamped(restored, snapshot.version + 1)]
+        )
         actions.extend(SegmentStatusChanged(sid, "MARKED_FOR_DELETE") for sid in self.dead)
         for added, appends in self.copies:
             actions.append(added)
@@ -261,11 +264,14 @@ def plan_restore(
         _copy_segment(storage, root, seg, str(first_id + n), storage_options)
         for n, seg in enumerate(to_copy)
     ]
-    restored = dataclasses.replace(
-        target.metadata,
-        table_id=now.metadata.table_id,
-        created_time=now.metadata.created_time,
-        format_version=max(now.metadata.format_version, target.metadata.format_version),
+    restored = _ids_remembered(
+        now.metadata,
+        dataclasses.replace(
+            target.metadata,
+            table_id=now.metadata.table_id,
+            created_time=now.metadata.created_time,
+            format_version=max(now.metadata.format_version, target.metadata.format_version),
+        ),
     )
     return RestoreCommit(
         version=target.version,
@@ -284,4 +290,29 @@ def plan_restore(
         bytes_removed=sum(live[sid].num_bytes for sid in dead),
         files_removed=sum(len(live[sid].files) for sid in dead),
         parameters=parameters,
+    )
+
+
+def _ids_remembered(now: TableMetadata, restored: TableMetadata) -> TableMetadata:
+    """``restored`` (the target version's metadata) remembering the column ids and physical
+    names used since: columns the restore removes count as dropped and ids never go back, so
+    a column added later under one of their names is a new column and never reads their pages
+    (which ``changes`` across the restore still reads)."""
+    if not restored.columns:
+        return restored
+    kept = {c.id for c in restored.columns} | {d.id for d in restored.dropped}
+    gone = [
+        DroppedColumn(
+            c.id, f.name, c.physical, PENDING, previous=tuple(name for name, _ in c.previous)
+        )
+        for f, c in zip(now.schema, now.columns, strict=False)
+        if c.id not in kept
+    ]
+    gone += [d for d in now.dropped if d.id not in kept and d.id not in {g.id for g in gone}]
+    if not gone and now.last_column_id <= restored.last_column_id:
+        return restored
+    return dataclasses.replace(
+        restored,
+        dropped=(*restored.dropped, *gone),
+        last_column_id=max(now.last_column_id, restored.last_column_id),
     )
