@@ -7,7 +7,8 @@ renamed and widened ones included) / rename_column (to a fresh name, a name drop
 or a name another column had) / drop_columns / widen_column (every widening: integers,
 float32, decimal precision, date to timestamp) / add_columns (with and without a default,
 under fresh names and names dropped before) / finish_streaming and handoff / compact minor and
-major / reopening the table, on a table whose blocklets hold a few rows (pruning by
+major / restore to an earlier version (its rows, names, types and defaults) / reopening
+the table, on a table whose blocklets hold a few rows (pruning by
 statistics matters), sorted by a column that is renamed and widened too, and checkpointed
 every few versions. The model is one ``pyarrow.Table`` per version: a rename renames its
 column, a drop drops it, a widening casts it, an added column is its default (or nulls).
@@ -15,7 +16,9 @@ column, a drop drops it, a widening casts it, an added column is its default (or
 After every step the latest version reads as the model and filtered scans over every numeric
 column keep exactly the model's rows (pruning never drops a matching row). At the end every
 version reads, by time travel, as the model's state at that version (names, types, rows; the
-row order is ignored), on the handle and on a freshly opened table, and ``verify`` is clean.
+row order is ignored), on the handle and on a freshly opened table, ``verify`` is clean, and
+``changes`` of each append and from the first version (read with the latest schema) hold the
+model's rows.
 """
 
 from __future__ import annotations
