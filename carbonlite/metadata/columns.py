@@ -81,6 +81,9 @@ class DroppedColumn:
     name: str
     physical: str
     version: int | None = None
+    previous: tuple[str, ...] = ()
+    """Older physical names its pages are under in older files (it was a date widened to a
+    timestamp): no column added later may take one of them either."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,14 +279,29 @@ def columns_from_json(
 
 
 def dropped_to_json(dropped: Sequence[DroppedColumn]) -> list[dict[str, Any]]:
-    return [
-        {"id": d.id, "name": d.name, "physical": d.physical, "version": d.version} for d in dropped
-    ]
+    out = []
+    for d in dropped:
+        obj: dict[str, Any] = {
+            "id": d.id,
+            "name": d.name,
+            "physical": d.physical,
+            "version": d.version,
+        }
+        if d.previous:
+            obj["previous"] = list(d.previous)
+        out.append(obj)
+    return out
 
 
 def dropped_from_json(obj: Sequence[Mapping[str, Any]]) -> tuple[DroppedColumn, ...]:
     return tuple(
-        DroppedColumn(int(d["id"]), str(d["name"]), str(d["physical"]), d.get("version"))
+        DroppedColumn(
+            int(d["id"]),
+            str(d["name"]),
+            str(d["physical"]),
+            d.get("version"),
+            tuple(str(p) for p in d.get("previous", ())),
+        )
         for d in obj
     )
 
@@ -367,7 +385,7 @@ def schema_change_problems(written: Any, latest: Any, *, widened: bool = False) 
     if written.schema.equals(latest.schema) and written.columns == latest.columns:
         return []
     now = _columns_by_physical(latest)
-    dropped = {d.physical: d for d in latest.dropped}
+    dropped = {p: d for d in latest.dropped for p in (d.physical, *d.previous)}
     problems = []
     for physical, (name, t, _) in _columns_by_physical(written).items():
         if physical not in now:

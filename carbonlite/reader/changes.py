@@ -57,10 +57,38 @@ def reserved_name_problems(names: Iterable[str]) -> list[str]:
     ]
 
 
+def _born_deleted(before: Snapshot, actions: list[Any]) -> dict[tuple[str, str], dict[int, Any]]:
+    """Deletion vectors a commit gives the files it adds (``restore``'s copies of segments
+    with deleted rows), by (segment, file) and blocklet: those rows were never visible, so
+    they are neither inserted nor deleted."""
+    out: dict[tuple[str, str], dict[int, Any]] = {}
+    for a in actions:
+        if isinstance(a, RowsDeleted):
+            seg = before.segments.get(a.segment_id)
+            if seg is None or a.file not in seg.files:
+                out.setdefault((a.segment_id, a.file), {}).update(
+                    {ref.blocklet: ref for ref in a.vectors}
+                )
+    return out
+
+
 def _changed_splits(before: Snapshot, actions: list[Any]) -> tuple[list[Split], list[Split]]:
     """(inserted, deleted) splits of one commit applied on top of ``before``."""
+    born = _born_deleted(before, actions)
     inserted = [
-        Split(a.segment_id, a.file, a.end, a.blocklets)
+        Split(
+            a.segment_id,
+            a.file,
+            a.end,
+            a.blocklets,
+            deletions=tuple(
+                sorted(
+                    (b.offset, ref)
+                    for b in a.blocklets
+                    if (ref := born.get((a.segment_id, a.file), {}).get(b.offset)) is not None
+                )
+            ),
+        )
         for a in actions
         if isinstance(a, BlockletsAppended) and a.blocklets
     ]
@@ -151,8 +179,9 @@ def read_changes(
             if snapshot is not None and info is not None and info.data_change:
                 inserted_splits, deleted_splits = _changed_splits(snapshot, actions)
                 deleted_batches = list(read_splits(reader, deleted_splits, schema, None))
+                born = _born_deleted(snapshot, actions)
                 for a in actions:
-                    if isinstance(a, RowsDeleted):
+                    if isinstance(a, RowsDeleted) and (a.segment_id, a.file) not in born:
                         deleted_batches.extend(_deleted_rows(reader, snapshot, a, schema))
                 deleted = pa.Table.from_batches(deleted_batches, schema=schema)
                 inserted = pa.Table.from_batches(

@@ -12,8 +12,7 @@ The plan compares the segments live at the target version with those live now:
   are one-way (a compacted segment never comes back), so restore copies rather than revives,
   and a ``clean`` running meanwhile cannot delete what the restored state reads.
 
-The table's schema (column ids, physical names and defaults too) and properties become the
-target version's, except that column ids given since are not given again; transaction markers stay
+The table's schema and properties become the target version's; transaction markers stay
 (a restore must not make an exactly-once stream replay its batches). The commit has
 ``data_change = false`` exactly when no data changed since the target version (only
 compactions, handoffs and metadata changes came after it): then the rows are the same, and
@@ -53,7 +52,7 @@ from carbonlite.metadata import (
     Snapshot,
     TableMetadata,
 )
-from carbonlite.metadata.columns import DroppedColumn
+from carbonlite.metadata.columns import PENDING, DroppedColumn, stamped
 from carbonlite.storage import Storage
 from carbonlite.writer.row_changes import dv_path
 from carbonlite.writer.stream_file import copy_blocklets
@@ -105,7 +104,9 @@ class RestoreCommit:
 
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         read, restored = self.metadata
-        actions: list[Action] = [] if restored == read else [restored]
+        actions: list[Action] = (
+            [] if restored == read else [stamped(restored, snapshot.version + 1)]
+        )
         actions.extend(SegmentStatusChanged(sid, "MARKED_FOR_DELETE") for sid in self.dead)
         for added, appends in self.copies:
             actions.append(added)
@@ -263,12 +264,14 @@ def plan_restore(
         _copy_segment(storage, root, seg, str(first_id + n), storage_options)
         for n, seg in enumerate(to_copy)
     ]
-    restored = dataclasses.replace(
-        target.metadata,
-        table_id=now.metadata.table_id,
-        created_time=now.metadata.created_time,
-        format_version=max(now.metadata.format_version, target.metadata.format_version),
-        **_column_history(now.metadata, target.metadata),
+    restored = _ids_remembered(
+        now.metadata,
+        dataclasses.replace(
+            target.metadata,
+            table_id=now.metadata.table_id,
+            created_time=now.metadata.created_time,
+            format_version=max(now.metadata.format_version, target.metadata.format_version),
+        ),
     )
     return RestoreCommit(
         version=target.version,
@@ -290,21 +293,26 @@ def plan_restore(
     )
 
 
-def _column_history(now: TableMetadata, target: TableMetadata) -> dict[str, Any]:
-    """What the restored metadata keeps of the columns' history: ids are never given twice
-    (``last_column_id`` stays the highest), and columns added since the target count as
-    dropped, so a column added later never takes a physical name their pages lie under."""
-    if not now.columns or not target.columns:
-        return {}
-    kept = {c.id for c in target.columns}
+def _ids_remembered(now: TableMetadata, restored: TableMetadata) -> TableMetadata:
+    """``restored`` (the target version's metadata) remembering the column ids and physical
+    names used since: columns the restore removes count as dropped and ids never go back, so
+    a column added later under one of their names is a new column and never reads their pages
+    (which ``changes`` across the restore still reads)."""
+    if not restored.columns:
+        return restored
+    kept = {c.id for c in restored.columns} | {d.id for d in restored.dropped}
     gone = [
-        DroppedColumn(c.id, f.name, c.physical, None)
-        for f, c in zip(now.schema, now.columns, strict=True)
+        DroppedColumn(
+            c.id, f.name, c.physical, PENDING, previous=tuple(name for name, _ in c.previous)
+        )
+        for f, c in zip(now.schema, now.columns, strict=False)
         if c.id not in kept
     ]
-    dropped = [*target.dropped]
-    dropped += [d for d in now.dropped if d not in dropped and d.id not in kept]
-    return {
-        "last_column_id": max(now.last_column_id, target.last_column_id),
-        "dropped": (*dropped, *gone),
-    }
+    gone += [d for d in now.dropped if d.id not in kept and d.id not in {g.id for g in gone}]
+    if not gone and now.last_column_id <= restored.last_column_id:
+        return restored
+    return dataclasses.replace(
+        restored,
+        dropped=(*restored.dropped, *gone),
+        last_column_id=max(now.last_column_id, restored.last_column_id),
+    )

@@ -165,6 +165,7 @@ def dropping_columns(snapshot: Snapshot, names: Sequence[str], *, where: str) ->
             metadata.schema.field(i).name,
             metadata.columns[i].physical,
             PENDING,
+            previous=tuple(name for name, _ in metadata.columns[i].previous),
         )
         for i in sorted(gone)
     )
@@ -206,6 +207,10 @@ def widening_column(
             column,
             physical=fresh_physical_name(column.id),
             previous=((column.physical, json.dumps(type_to_json(field.type))), *column.previous),
+        )
+    if column.has_default:  # the default is a value of the column's type: cast it up too
+        column = dataclasses.replace(
+            column, default=pa.scalar(column.default, field.type).cast(new_type).as_py()
         )
     columns = list(metadata.columns)
     # ``since`` stays the version of the column's present name: a writer still using a
@@ -321,7 +326,7 @@ def with_columns(
 def _never_dropped(metadata: TableMetadata, name: str) -> bool:
     """No file can hold pages under ``name`` that are not this new column's: no column now
     or before had it as its physical name (a dropped one, an older name of a widened one)."""
-    used = {d.physical for d in metadata.dropped}
+    used = {p for d in metadata.dropped for p in (d.physical, *d.previous)}
     used |= {p for c in metadata.columns for p, _ in c.previous}
     return name not in used
 

@@ -25,6 +25,13 @@ from tests.metadata.test_interleavings import (
     two_appends,
     two_handoffs,
 )
+from tests.metadata.test_schema_interleavings import (
+    PAUSE_AT,
+    append_and_drop,
+    append_and_rename,
+)
+from tests.metadata.test_schema_interleavings import SCENARIOS as SCHEMA_SCENARIOS
+from tests.metadata.test_schema_interleavings import check as check_schemas
 from tests.support.interleave import ScheduleError, explore_all, explore_random
 
 
@@ -107,3 +114,24 @@ def test_dropping_the_compaction_requirements_is_caught(monkeypatch) -> None:
     monkeypatch.setattr(requirements.SegmentAsPlanned, "check", nothing)
     monkeypatch.setattr(requirements.SegmentAbsent, "check", nothing)
     _caught(two_handoffs)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [append_and_rename, append_and_drop, SCHEMA_SCENARIOS["update_and_drop"]],
+    ids=["append_and_rename", "append_and_drop", "update_and_drop"],
+)
+def test_dropping_the_columns_as_written_requirement_is_caught(
+    monkeypatch: pytest.MonkeyPatch, scenario: Callable[..., Any]
+) -> None:
+    """Without ColumnsAsWritten, an append (or an update) whose rows were written before a
+    rename or a drop of one of their columns commits after it, under names the table no
+    longer has."""
+
+    def nothing(self: Any, snapshot: Any, read_version: int) -> None:
+        return None
+
+    monkeypatch.setattr(requirements.ColumnsAsWritten, "check", nothing)
+    with pytest.raises(ScheduleError) as info:
+        explore_all(scenario, check_schemas, limit=500, pause_at=PAUSE_AT)
+    assert "written before a rename or drop" in str(info.value)
