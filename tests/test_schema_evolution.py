@@ -465,3 +465,24 @@ def test_tables_before_format_3_are_told_to_upgrade(tmp_path: Path) -> None:
     assert [c.physical for c in t.snapshot().metadata.columns] == t.schema.names
     t.rename_column("name", "label")
     assert "label" in t.to_arrow().schema.names
+
+
+def test_changes_across_a_restore_that_narrowed_a_column_say_why(table: cl.Table) -> None:
+    """A restore to a version before a widening narrows the column again; rows written while
+    it was wider cannot be read with the restored type: a change feed reaching back across
+    the restore says so instead of failing inside Arrow."""
+    version = table.version
+    table.widen_column("small", pa.int16())
+    table.append(
+        rows(range(90, 91), table.schema).set_column(5, "small", pa.array([300], pa.int16()))
+    )
+    table.restore(version)
+    with pytest.raises(
+        SchemaMismatchError, match="'small' holds int16, the schema read with has int8"
+    ):
+        table.changes(start_version=1)
+    restored = table.version  # its change rows are the wider rows it removes: the same
+    with pytest.raises(SchemaMismatchError, match="do not fit the schema"):
+        table.changes(start_version=restored)
+    table.append(rows(range(95, 96)))
+    assert table.changes(start_version=restored + 1).column("id").to_pylist() == [95]

@@ -133,12 +133,13 @@ class ColumnLayout:
     ) -> pa.Array | None:
         """The column ``logical`` of a blocklet, given its file's schema and ``read(name)``
         returning the pages of a file column: found under its newest physical name the file
-        has and cast up to the column's type, or its default (None: the caller reads nulls)."""
+        has (in the file's type: the reader casts the batch up), or its default (None: the
+        caller reads nulls)."""
         for name in self.file_names(logical.name):
             index = file_schema.get_field_index(name)
             if index >= 0:
-                array = read(name)
-                return array if array.type == logical.type else array.cast(logical.type)
+                array = read(name)  # of an older type: cast up as the batch is built
+                return array
         if logical.name in self.defaults:
             return pa.repeat(pa.scalar(self.defaults[logical.name], logical.type), num_rows)
         return None

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from carbonlite.errors import CorruptDataError, DataUnavailableError
+from carbonlite.errors import CorruptDataError, DataUnavailableError, SchemaMismatchError
 from carbonlite.format import BlockletFileReader, BlockletMeta
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
@@ -157,7 +157,7 @@ class SplitReader:
         if positions:
             arrays.append(pa.array(np.arange(blocklet.num_rows, dtype=np.uint32)))
             needed.append(pa.field(ROW_POSITION, pa.uint32(), nullable=False))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(needed))
+        batch = _typed(arrays, needed, split)
         if not whole:
             batch = batch.slice(start, stop - start)
         if keep is not None:
@@ -188,7 +188,7 @@ class SplitReader:
         fields = [f for f in needed if f.name in present]
         if not fields:
             return _rows_only(meta.num_rows), present
-        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)), present
+        return _typed(arrays, fields, None), present
 
     def close(self) -> None:
         with self._lock:
@@ -196,6 +196,28 @@ class SplitReader:
                 reader.close()
             self._readers.clear()
             self._dv_files.clear()
+
+
+def _typed(arrays: list[pa.Array], fields: list[pa.Field], split: Split | None) -> pa.RecordBatch:
+    """A batch of ``arrays`` in the types of ``fields`` (a file's older, narrower types are
+    cast up). A value that does not fit is a :class:`SchemaMismatchError`: a file written
+    while a column was wider, read with a schema a restore narrowed again (``changes()``
+    across that restore)."""
+    try:
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        wider = [
+            f"{f.name!r} holds {a.type}, the schema read with has {f.type}"
+            for a, f in zip(arrays, fields, strict=True)
+            if a.type != f.type
+        ]
+        where = f" in {split.file!r}" if split is not None else ""
+        raise SchemaMismatchError(
+            f"rows{where} do not fit the schema they are read with ({exc}): they were written "
+            "while a column was wider than it is now (a restore to a version before its "
+            "widening); read a range of versions that does not cross that restore",
+            wider,
+        ) from None
 
 
 def _rows_only(num_rows: int) -> pa.RecordBatch:
