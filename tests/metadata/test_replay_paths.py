@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -184,8 +185,20 @@ class ReplayPaths(RuleBasedStateMachine):
 
 TestReplayPaths = ReplayPaths.TestCase
 TestReplayPaths.settings = settings(
-    max_examples=25,
+    max_examples=12,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+@pytest.mark.slow
+class TestReplayPathsMore(ReplayPaths.TestCase):  # type: ignore[misc,valid-type]
+    """The same machine, many more runs (the slow tier)."""
+
+    settings = settings(
+        max_examples=150,
+        stateful_step_count=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )

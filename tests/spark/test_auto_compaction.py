@@ -49,6 +49,7 @@ def stream_into(spark: Any, source: str, table: str, ck: str) -> Any:
     )
 
 
+@pytest.mark.slow  # 24 s of micro-batches; tests/compaction/test_auto.py covers the rule
 def test_partitioned_stream_converges_and_readers_see_rows_once(
     spark: Any, tmp_path: Path, stop_queries: None
 ) -> None:

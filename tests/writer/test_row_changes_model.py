@@ -462,8 +462,20 @@ class RowChanges(RuleBasedStateMachine):
 
 TestRowChanges = RowChanges.TestCase
 TestRowChanges.settings = settings(
-    max_examples=40,
+    max_examples=20,
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
+
+@pytest.mark.slow
+class TestRowChangesMore(RowChanges.TestCase):  # type: ignore[misc,valid-type]
+    """The same machine, many more runs (the slow tier)."""
+
+    settings = settings(
+        max_examples=200,
+        stateful_step_count=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
