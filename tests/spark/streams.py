@@ -36,3 +36,10 @@ def wait_until(
 def memory_name() -> str:
     """A fresh name for a memory-sink query (names are global to the session)."""
     return f"mem_{uuid.uuid4().hex[:10]}"
+
+
+def ids_delivered(spark: Any, name: str) -> list[int]:
+    """The ids a memory-sink query ``name`` received, sorted (its view is dropped)."""
+    rows = spark.sql(f"select id from {name}").toArrow()
+    spark.catalog.dropTempView(name)
+    return sorted(rows.column("id").to_pylist())

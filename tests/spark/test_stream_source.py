@@ -22,7 +22,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from carbonlite import create_table, open_table
-from tests.spark.streams import data_batches, finish, memory_name, wait_until
+from tests.spark.streams import data_batches, finish, ids_delivered, memory_name, wait_until
 from tests.support.spark_data import SOURCE_DDL, SOURCE_SCHEMA, assert_same_rows, source_rows
 
 pytestmark = pytest.mark.spark
@@ -430,12 +430,6 @@ class Appender:
         assert not self._thread.is_alive(), "the appender did not stop"
         assert not self.errors, self.errors
         return START_ROWS + self.commits * STEP
-
-
-def ids_delivered(spark: Any, name: str) -> list[int]:
-    rows = spark.sql(f"select id from {name}").toArrow()
-    spark.catalog.dropTempView(name)
-    return sorted(rows.column("id").to_pylist())
 
 
 def test_default_start_while_a_writer_appends(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from carbonlite import create_table
-from tests.spark.streams import data_batches, finish, memory_name, wait_until
+from tests.spark.streams import data_batches, finish, ids_delivered, memory_name, wait_until
 from tests.support import REPO
 from tests.support.spark_data import SOURCE_SCHEMA, source_rows
 
@@ -66,12 +66,6 @@ def started_table(tmp_path: Path) -> tuple[str, PacedAppender]:
     return path, appender
 
 
-def delivered(spark: Any, name: str) -> list[int]:
-    rows = spark.sql(f"select id from {name}").toArrow()
-    spark.catalog.dropTempView(name)
-    return sorted(rows.column("id").to_pylist())
-
-
 @pytest.mark.parametrize("run", range(RUNS))
 def test_processing_time_default_start_races_a_writer_process(
     spark: Any, tmp_path: Path, run: int, stop_queries: None
@@ -93,7 +87,7 @@ def test_processing_time_default_start_races_a_writer_process(
     q.processAllAvailable()
     q.stop()
     assert q.exception() is None
-    ids = delivered(spark, name)
+    ids = ids_delivered(spark, name)
     assert ids == list(range(total)), f"{len(ids)} rows delivered of {total}"
 
 
@@ -116,6 +110,6 @@ def test_available_now_default_start_races_a_writer_process(
         finish(q)
     finally:
         appender.stop()
-    ids = delivered(spark, name)
+    ids = ids_delivered(spark, name)
     assert len(ids) >= before, f"{len(ids)} rows delivered, the table had {before} at the start"
     assert ids == list(range(len(ids))), "not the rows of one version, each once"
