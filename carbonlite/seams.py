@@ -53,6 +53,10 @@ SEAMS: dict[str, str] = {
     "ingest.after_fetch": "the Kafka ingester fetched a batch; nothing of it is committed (the batch before it may be committing)",
     "ingest.before_commit": "the Kafka ingester split a batch into rows and bad records; neither is committed",
     "ingest.after_bad_commit": "a batch's bad records and their markers are committed to the bad-records table; its rows and their markers are not",
+    "files.after_list": "the file ingester listed the source and read the table's record of it; no file is read",
+    "files.after_file": "the file ingester read one file of a batch to its end; nothing of the batch is committed",
+    "files.after_bad_commit": "a file that cannot be ingested is kept in the bad-records table with its record there; the table does not record it yet",
+    "files.after_commit": "a batch's rows and the record of its files are committed; the ingester has not listed again",
     "serve.after_wal": "a put's record is durable in the Flight service's log; the put is not in memory, answered or committed",
     "serve.before_flush_commit": "the flusher took a table's pending puts, checked its directory and read their producers' markers; their rows and markers are not committed",
 }

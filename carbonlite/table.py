@@ -47,6 +47,7 @@ from carbonlite.metadata import (
     LOG_FORMAT_VERSION,
     Log,
     Snapshot,
+    StateStored,
     TxnMarker,
     commit,
 )
@@ -68,7 +69,7 @@ from carbonlite.records import (
     segment_infos,
 )
 from carbonlite.storage import open_storage
-from carbonlite.writer.append import CommitResult, TableWriter
+from carbonlite.writer.append import CommitResult, StatesArg, TableWriter
 from carbonlite.writer.batches import TableData, iter_record_batches
 from carbonlite.writer.modify import (
     MatchedAction,
@@ -83,7 +84,14 @@ from carbonlite.writer.modify import (
     plan_upsert,
 )
 from carbonlite.writer.partition_rows import partition_spec
-from carbonlite.writer.publish import PublishMode, PublishResult, read_state, run_publish
+from carbonlite.writer.publish import (
+    PublishMode,
+    PublishResult,
+    StateArg,
+    read_state,
+    run_publish,
+    write_states,
+)
 from carbonlite.writer.restore import RestoreCommit, plan_restore
 from carbonlite.writer.row_changes import KeyCache, commit_row_change
 from carbonlite.writer.schema_changes import (
@@ -255,6 +263,7 @@ class Table:
         txn: tuple[str, int] | None = None,
         schema_mode: SchemaMode = "strict",
         markers: Mapping[str, tuple[int | None, int]] | None = None,
+        state: StateArg = None,
     ) -> CommitResult:
         """Append ``data`` (Arrow data, a pandas or Polars DataFrame, any object with
         ``__arrow_c_stream__``) as one atomic commit.
@@ -277,6 +286,11 @@ class Table:
         same range), nothing is written and ``result.skipped`` is True. When some marker moved
         otherwise, nothing is committed and :class:`TxnMovedError` (a
         :class:`CommitConflictError`) names it: read the markers again and go on from them.
+
+        ``state``: the writer's own bookkeeping tables (name -> ``pyarrow.Table``), stored in
+        the same version as the rows, read back with :meth:`state` (as :meth:`publish`'s);
+        or a callable returning them, called once the rows are written (a writer that streams
+        ``data`` and records what it held: the file ingester records the files it read).
         """
         return self._write(
             data,
@@ -284,6 +298,7 @@ class Table:
             overwrite=False,
             schema_mode=schema_mode,
             progress=markers_arg(markers) or None,
+            state=state,
         )
 
     def overwrite(
@@ -357,11 +372,11 @@ class Table:
         return result
 
     def state(self, name: str, version: VersionLike | None = None) -> pa.Table:
-        """The state table the newest publish (up to ``version``) stored under ``name``;
-        :class:`InvalidOptionError` if none did."""
+        """The state table the newest publish or append (up to ``version``) stored under
+        ``name``; :class:`InvalidOptionError` if none did."""
         if not isinstance(name, str):
             raise InvalidOptionError(
-                f"a state's name is a string (a key of publish's state=), not "
+                f"a state's name is a string (a key of publish's or append's state=), not "
                 f"{type(name).__name__} {name!r}"
             )
         snap = self._latest() if version is None else self.snapshot(version)
@@ -369,7 +384,7 @@ class Table:
         if stored is None:
             known = ", ".join(repr(n) for n in sorted(snap.states)) or "none"
             raise InvalidOptionError(
-                f"no publish stored state {name!r} in {self.path!r} up to version "
+                f"no publish or append stored state {name!r} in {self.path!r} up to version "
                 f"{snap.version} (stored names: {known})"
             )
         return read_state(self.storage, self.root, stored)
@@ -384,9 +399,12 @@ class Table:
         schema_mode: SchemaMode = "strict",
         overwrite_partitions: Literal["dynamic"] | None = None,
         progress: Mapping[str, tuple[int | None, int]] | None = None,
+        state: StateArg = None,
     ) -> CommitResult:
         """Append or overwrite; ``progress``: transaction markers moved by compare-and-set in
-        the same version (an ingester's offsets, ``AppendCommit.progress``)."""
+        the same version (an ingester's offsets, ``AppendCommit.progress``); ``state``: state
+        tables stored in it (:meth:`append`)."""
+        states = self._states(state)
         merge = schema_mode_arg(schema_mode) == "merge"
         keys = self._snapshot.metadata.primary_key  # fixed when the table was created
         if keys and merge:
@@ -395,7 +413,7 @@ class Table:
                 "add the new columns with add_columns first, then append"
             )
         if keys and not overwrite:
-            return self._upsert(data, txn, progress)
+            return self._upsert(data, txn, progress, states)
         if keys:  # an overwrite of a primary-key table keeps the last row of each key
             data = keyed_rows(data, self.schema, keys, repr(self.path), self._snapshot.metadata)
         with self._writer.lock:
@@ -411,10 +429,28 @@ class Table:
                 merge_schema=merge,
                 overwrite_partitions=overwrite_partitions,
                 progress=progress,
+                states=states,
             )
         if result.version is not None:
             self._after_data_commit(before)
         return result
+
+    def _states(self, state: StateArg) -> StatesArg:
+        """The state tables of :meth:`append`'s ``state`` as the writer stores them: written
+        to storage now, or when the callable is called."""
+        if state is None:
+            return ()
+        where = repr(self.path)
+        if not callable(state):
+            return write_states(self.storage, self.root, state, where)
+        stored: list[tuple[StateStored, ...]] = []
+
+        def written() -> tuple[StateStored, ...]:
+            if not stored:  # once: a row-level change plans again on the same rows
+                stored.append(write_states(self.storage, self.root, state(), where))
+            return stored[0]
+
+        return written
 
     # --- row-level changes ----------------------------------------------------------------------
 
@@ -423,6 +459,7 @@ class Table:
         data: TableData,
         txn: TxnMarker | None,
         progress: Mapping[str, tuple[int | None, int]] | None = None,
+        states: StatesArg = (),
     ) -> CommitResult:
         """An append to a primary-key table: the last row of each key of ``data`` replaces
         the table's row of that key, or is inserted."""
@@ -436,6 +473,7 @@ class Table:
                 ),
                 txn,
                 progress,
+                states,
             )
         except _TxnSkipped:
             return CommitResult(None, "UPSERT", skipped=True)
@@ -516,6 +554,7 @@ class Table:
         plan: Callable[[Snapshot, SplitReader], RowChangePlan],
         txn: TxnMarker | None = None,
         progress: Mapping[str, tuple[int | None, int]] | None = None,
+        states: StatesArg = (),
     ) -> tuple[RowChangePlan, int | None]:
         """Plan and commit a row-level change (again on a newer snapshot when it loses its
         rows to a concurrent commit); :class:`_TxnSkipped` when ``txn``'s batch is in the
@@ -532,6 +571,7 @@ class Table:
                 storage_options=self.storage_options,
                 txn=txn,
                 progress=progress,
+                states=states,
             )
         if version is not None:
             self._after_data_commit(before)

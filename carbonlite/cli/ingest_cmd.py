@@ -1,4 +1,6 @@
-"""``carbonlite ingest kafka``: the Kafka ingester (``carbonlite/ingest/kafka.py``) as a command."""
+"""``carbonlite ingest kafka`` and ``carbonlite ingest files``: the Kafka ingester
+(``carbonlite/ingest/kafka.py``) and the file ingester (``carbonlite/ingest/files.py``) as
+commands."""
 
 from __future__ import annotations
 
@@ -112,4 +114,93 @@ def kafka(
         print(
             f"ingested {result.rows:,} rows ({result.bad_records:,} bad records) from "
             f"{topic!r} in {result.commits:,} commits; last offsets {offsets}"
+        )
+
+
+@ingest_app.command("files")
+@fail_cleanly
+def files(
+    path: str = typer.Argument(..., help="Table path or URI (the table must exist)."),
+    source: str = typer.Option(
+        ..., "--source", help="Directory or s3://bucket/prefix the engine writes files into."
+    ),
+    format: str = typer.Option(
+        "parquet", "--format", help="File format: parquet, json (one object a line), csv, arrow."
+    ),
+    max_batch_rows: int = typer.Option(
+        100_000, "--max-batch-rows", help="Rows per commit (a file is never split)."
+    ),
+    max_latency: str = typer.Option(
+        "1s", "--max-latency", help="Commit a file at most this long after it was written."
+    ),
+    max_file_age: str = typer.Option(
+        "7d",
+        "--max-file-age",
+        help="A file modified this long before the newest one counts as ingested.",
+    ),
+    glob: str | None = typer.Option(
+        None, "--glob", help="Only files whose path below the source matches, e.g. '*.parquet'."
+    ),
+    stop_at_end: bool = typer.Option(
+        False, "--stop-at-end", help="Exit 0 once every file there at start is ingested."
+    ),
+    bad_records: str | None = typer.Option(
+        None, "--bad-records", help="Table for files that cannot be ingested (created if missing)."
+    ),
+    as_json: bool = JSON_OPTION,
+    storage_options: str | None = STORAGE_OPTION,
+) -> None:
+    """Ingest the finished files below a directory exactly once: each commit holds the rows of
+    its files and, in the same version, the record of the files ingested (files:SOURCE), so a
+    restart goes on with the files not recorded. Files whose path has a part starting with '.'
+    or '_', or ending in .tmp, .inprogress or ._COPYING_, are not final and never read. Runs
+    until SIGTERM (which finishes and commits the current batch) or, with --stop-at-end, until
+    every file there at start is ingested."""
+    from carbonlite.ingest import FileIngester, FileIngestResult
+
+    options = storage_options_of(storage_options)
+    started = time.monotonic()
+    live = sys.stderr.isatty() and not as_json
+
+    def show(result: FileIngestResult) -> None:
+        if live:
+            rate = result.rows / max(time.monotonic() - started, 1e-9)
+            err_console.print(
+                f"\r{result.files:,} files, {result.rows:,} rows, {result.commits:,} commits, "
+                f"{rate:,.0f} rows/s, {result.pending:,} files pending",
+                end="",
+            )
+
+    ingester = FileIngester(
+        path,
+        source,
+        format=format,
+        storage_options=options,
+        max_batch_rows=max_batch_rows,
+        max_latency=seconds_of(max_latency, "--max-latency"),
+        max_file_age=seconds_of(max_file_age, "--max-file-age"),
+        bad_records=bad_records,
+        glob=glob,
+        progress=show,
+    )
+    result = ingester.run(stop_at_end=stop_at_end, handle_sigterm=True)
+    if live:
+        err_console.print()
+    summary = {
+        "files": result.files,
+        "rows": result.rows,
+        "bad_files": result.bad_files,
+        "commits": result.commits,
+        "restarts": result.restarts,
+        "pending": result.pending,
+        "too_old": result.too_old,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    if as_json:
+        emit(summary)
+    else:
+        extra = f", {result.too_old:,} too old to ingest" if result.too_old else ""
+        print(
+            f"ingested {result.rows:,} rows from {result.files:,} files of {source!r} "
+            f"({result.bad_files:,} bad files{extra}) in {result.commits:,} commits"
         )

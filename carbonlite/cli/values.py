@@ -11,7 +11,7 @@ from carbonlite.errors import InvalidOptionError
 
 __all__ = ["key_values", "seconds_of", "storage_options_of"]
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0}
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def storage_options_of(text: str | None) -> dict[str, Any] | None:
@@ -28,9 +28,9 @@ def storage_options_of(text: str | None) -> dict[str, Any] | None:
 
 
 def seconds_of(text: str, option: str) -> float:
-    """A duration such as ``1s``, ``250ms``, ``2m`` or ``0.5`` (seconds), as seconds; its
-    range is the caller's to check."""
-    for unit in ("ms", "s", "m"):
+    """A duration such as ``1s``, ``250ms``, ``2m``, ``6h``, ``7d`` or ``0.5`` (seconds), as
+    seconds; its range is the caller's to check."""
+    for unit in ("ms", "s", "m", "h", "d"):
         if text.endswith(unit):
             number = text[: -len(unit)]
             scale = _UNITS[unit]
@@ -41,7 +41,7 @@ def seconds_of(text: str, option: str) -> float:
         return float(number.strip()) * scale
     except ValueError:
         raise InvalidOptionError(
-            f"{option} {text!r} is not a duration such as 1s, 250ms or 0.5"
+            f"{option} {text!r} is not a duration such as 1s, 250ms, 2m, 6h, 7d or 0.5"
         ) from None
 
 

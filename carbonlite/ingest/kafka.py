@@ -31,15 +31,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from carbonlite.create import check_new_table_place, create_table, open_table
 from carbonlite.errors import (
     CarbonLiteError,
     InvalidOptionError,
     SchemaMismatchError,
-    TableExistsError,
-    TableNotFoundError,
 )
-from carbonlite.format.conform import schema_differences
 from carbonlite.ingest.clients import (
     Client,
     ClientName,
@@ -62,6 +58,7 @@ from carbonlite.ingest.options import (
     check_positive_seconds,
     check_topic,
 )
+from carbonlite.ingest.targets import create_bad_records, open_bad_records, open_target
 from carbonlite.metadata import TxnMovedError
 from carbonlite.metadata.columns import layout_of, retired_names
 from carbonlite.seams import reach
@@ -98,62 +95,6 @@ def _bad_app_id(topic: str, partition: int) -> str:
 
 def _past(marker: int | None, offset: int) -> bool:
     return marker is None or offset > marker
-
-
-def _open_target(
-    path: str, storage_options: Mapping[str, Any] | None, writer_id: str | None
-) -> Table:
-    """The table to ingest into, which must exist."""
-    try:
-        return open_table(path, storage_options=storage_options, writer_id=writer_id)
-    except TableNotFoundError as exc:
-        raise TableNotFoundError(
-            f"{exc}; the ingester needs an existing table with the messages' columns: create one "
-            "first, e.g. carbonlite create PATH --schema 'id bigint, ts timestamp, name string'"
-        ) from None
-
-
-def _open_bad_records(
-    path: str, table: Table, storage_options: Mapping[str, Any] | None
-) -> Table | None:
-    """The bad-records table at ``path``, which must be another table than ``table`` and
-    have the bad-records columns; None when there is none yet (:func:`_create_bad_records`
-    makes it at the first bad record), after checking that one can be created there."""
-    try:
-        bad = open_table(path, storage_options=storage_options)
-    except TableNotFoundError:
-        try:
-            check_new_table_place(path, storage_options=storage_options)
-        except TableExistsError:  # another ingester made it just now
-            bad = open_table(path, storage_options=storage_options)
-        else:
-            return None
-    return _checked_bad_records(path, bad, table)
-
-
-def _create_bad_records(
-    path: str, table: Table, storage_options: Mapping[str, Any] | None
-) -> Table:
-    try:
-        bad = create_table(path, BAD_RECORDS_SCHEMA, storage_options=storage_options)
-    except TableExistsError:  # another ingester made it just now
-        bad = open_table(path, storage_options=storage_options)
-    return _checked_bad_records(path, bad, table)
-
-
-def _checked_bad_records(path: str, bad: Table, table: Table) -> Table:
-    if bad.table_id == table.table_id:
-        raise InvalidOptionError(
-            f"bad_records {path!r} is the table being ingested into; give a table of its own"
-        )
-    problems = schema_differences(BAD_RECORDS_SCHEMA, bad.schema)  # extra columns too
-    if problems:
-        raise InvalidOptionError(
-            f"bad_records {bad.path!r} is not a bad-records table: "
-            + "; ".join(problems)
-            + "; give a new path (it is created) or a table made by an ingester"
-        )
-    return bad
 
 
 @dataclass
@@ -217,13 +158,15 @@ class KafkaIngester:
         self.client = resolve_client(client)
         check_client_options(self.client, client_options or {})
         self.client_options = dict(client_options or {})
-        self.table: Table = _open_target(path, storage_options, writer_id)
+        self.table: Table = open_target(path, storage_options, writer_id)
         check_json_columns(data_schema(self.table.schema), repr(self.table.path))
         self.bad: Table | None = None
         self.bad_records = bad_records
         self.storage_options = storage_options
         if bad_records is not None:
-            self.bad = _open_bad_records(bad_records, self.table, storage_options)
+            self.bad = open_bad_records(
+                bad_records, self.table, BAD_RECORDS_SCHEMA, storage_options
+            )
         self.stop_at_end = stop_at_end
         self.progress = progress
         self.stop_event = threading.Event()
@@ -389,7 +332,9 @@ class KafkaIngester:
         if decoded.bad:
             first = decoded.bad[0][0]
             if self.bad is None and self.bad_records is not None:  # its first bad record
-                self.bad = _create_bad_records(self.bad_records, self.table, self.storage_options)
+                self.bad = create_bad_records(
+                    self.bad_records, self.table, BAD_RECORDS_SCHEMA, self.storage_options
+                )
             if self.bad is None:
                 error = SchemaMismatchError if first in decoded.schema_changes else IngestError
                 raise error(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -69,11 +69,15 @@ __all__ = [
     "AppendCommit",
     "CommitResult",
     "RowChanges",
+    "StatesArg",
     "TableWriter",
     "lock_path",
     "owner_lock_paths",
     "with_row_changes",
 ]
+
+StatesArg = tuple[StateStored, ...] | Callable[[], tuple[StateStored, ...]]
+"""State tables stored with a commit, or a callable giving them once the rows are written."""
 
 _MAX_RELOCATIONS = 10
 DYNAMIC = "dynamic"
@@ -413,7 +417,7 @@ class TableWriter:
         parts: Sequence[PartitionRows] | None = None,
         fresh: bool = False,
         overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None = None,
-        states: tuple[StateStored, ...] = (),
+        states: StatesArg = (),
         started_ms: int | None = None,
         progress: Mapping[str, tuple[int | None, int]] | None = None,
     ) -> tuple[CommitResult, Snapshot]:
@@ -426,7 +430,8 @@ class TableWriter:
         already split by partition, ``data`` then unused). ``fresh``: every partition gets a
         new segment (a publish); ``overwrite_partitions``: what an overwrite replaces (None:
         everything, ``"dynamic"``: the partitions ``data`` has rows of); ``states``: state tables
-        stored in the same version; ``progress``: transaction markers moved by compare-and-set
+        stored in the same version (a callable is called once the rows are written, for a
+        writer whose state says what the data it streamed held: an ingester's files); ``progress``: transaction markers moved by compare-and-set
         (``AppendCommit.progress``)."""
         started = now_ms() if started_ms is None else started_ms
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
@@ -477,7 +482,7 @@ class TableWriter:
         parts: Sequence[PartitionRows] | None,
         fresh: bool,
         overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None,
-        states: tuple[StateStored, ...],
+        states: StatesArg,
         progress: Mapping[str, tuple[int | None, int]],
     ) -> tuple[CommitResult, Snapshot]:
         """Plan (the schema, the rows by partition), write the blocklets, build the commit
@@ -487,6 +492,8 @@ class TableWriter:
         written = self._write_parts(
             snapshot, schema, parts, overwrite=overwrite or fresh, layout=layout_of(written_with)
         )
+        if callable(states):
+            states = states()
         metadata = _format_for(snapshot, metadata, changes, written.hashes, states)
         if (
             not written.appends

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,6 +49,7 @@ __all__ = [
     "Payloads",
     "PublishMode",
     "PublishResult",
+    "StateArg",
     "classify",
     "plan_publish",
     "read_state",
@@ -281,6 +282,11 @@ def _order(spec: PartitionSpec, key: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(
         (v is not None, v if v is not None else 0) for v in spec.value_from_json(list(key))
     )
+
+
+StateArg = Mapping[str, pa.Table] | Callable[[], Mapping[str, pa.Table]] | None
+"""State tables a write stores (name -> table), or a callable giving them once its rows are
+written (``Table.append``'s ``state``)."""
 
 
 def write_states(

@@ -45,7 +45,7 @@ from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
 from carbonlite.seams import reach
 from carbonlite.storage import Storage
-from carbonlite.writer.append import CommitResult, RowChanges, TableWriter
+from carbonlite.writer.append import CommitResult, RowChanges, StatesArg, TableWriter
 from carbonlite.writer.lease import Lease
 
 __all__ = [
@@ -342,12 +342,13 @@ def commit_row_change(
     storage_options: Mapping[str, Any],
     txn: TxnMarker | None = None,
     progress: Mapping[str, tuple[int | None, int]] | None = None,
+    states: StatesArg = (),
     write: CommitStep | None = None,
 ) -> tuple[_Plan | None, int | None, Snapshot]:
     """Plan on the newest snapshot, write the deletion vectors, commit them with the plan's
     rows (and ``txn``, exactly once, or the markers ``progress`` moves by compare-and-set:
-    ``TxnMovedError`` when one moved); plan again when a concurrent commit changed the rows
-    read (bounded). Returns the plan committed (None: ``txn`` was committed before), its
+    ``TxnMovedError`` when one moved; and ``states``, as :meth:`TableWriter.write`); plan
+    again when a concurrent commit changed the rows read (bounded). Returns the plan committed (None: ``txn`` was committed before), its
     version (None when nothing was committed) and the new snapshot.
 
     ``write`` commits the deletions with rows written elsewhere (``replaceWhere``: the
@@ -399,6 +400,7 @@ def commit_row_change(
                             changes=changes,
                             txn=txn,
                             progress=progress,
+                            states=states,
                         )
                 except CommitConflictError as exc:
                     discard_deletions(storage, root, changes.deletions)  # nothing was committed

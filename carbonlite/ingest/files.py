@@ -1,0 +1,497 @@
+"""Exactly-once ingestion of the finished files other engines write (Flink's ``FileSink``,
+Flume's HDFS sink, Spark's file sink, any writer that renames a file into place when it is
+done).
+
+Each commit holds the rows of a batch of files and, in the SAME log version, the record of
+the files ingested from the source (``carbonlite/ingest/file_record.py``): a marker moved by
+compare-and-set and a state table listing the files. So a SIGKILL at any moment loses and
+duplicates nothing (the files of a commit that did not land are read again), and two
+ingesters of one source never both commit a file: the second's commit finds the marker
+moved, commits nothing (``TxnMovedError``, or a skipped result), reads the record again and
+goes on with the files it does not hold.
+
+A file that does not decode as the format, or whose rows do not fit the table, goes whole
+(its bytes, path and the error) to the bad-records table, recorded there exactly once the
+same way (``files-bad:<source>``), before the main table records it as ingested; without
+that table it stops the ingester with an :class:`IngestError` naming it, and nothing past the
+last commit is committed. A file that changed size since it was listed, or is gone, is left
+for a later listing.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from carbonlite.errors import CarbonLiteError, InvalidOptionError, SchemaMismatchError
+from carbonlite.ingest.decode import check_json_columns
+from carbonlite.ingest.file_formats import check_format, decode_file
+from carbonlite.ingest.file_record import FileRecord
+from carbonlite.ingest.file_source import FileSource, SourceFile
+from carbonlite.ingest.kafka import IngestError
+from carbonlite.ingest.options import check_batch_rows, check_positive_seconds
+from carbonlite.ingest.targets import create_bad_records, open_bad_records, open_target
+from carbonlite.metadata import TxnMovedError
+from carbonlite.metadata.columns import layout_of
+from carbonlite.seams import reach
+from carbonlite.storage import split_protocol
+from carbonlite.table import Table
+from carbonlite.writer.batches import conformed_batches
+
+__all__ = [
+    "FILE_BAD_RECORDS_SCHEMA",
+    "FILE_METADATA_COLUMNS",
+    "FileIngestResult",
+    "FileIngester",
+]
+
+_log = logging.getLogger(__name__)
+
+FILE_BAD_RECORDS_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("file", pa.string()),
+        ("size", pa.int64()),
+        ("modified", pa.timestamp("ms", tz="UTC")),
+        ("content", pa.binary()),
+        ("error", pa.string()),
+    ]
+)
+"""A file that could not be ingested: the source, its path below it, its size, modification
+time and every byte, and why."""
+
+FILE_METADATA_COLUMNS = ("_file_path", "_file_modified")
+"""Columns the ingester fills from the file rather than its rows, when the table has them:
+the path below the source, and the file's modification time."""
+
+DEFAULT_MAX_FILE_AGE = 7 * 24 * 3600.0
+"""Seconds behind the newest file after which a file counts as ingested (Spark's
+``maxFileAge`` default)."""
+
+
+class _NotTaken(CarbonLiteError):
+    """A file of a batch that is not committed with it (raised out of the rows the append
+    reads, so nothing is committed; the batch is written again without it)."""
+
+    def __init__(self, file: SourceFile, why: str) -> None:
+        super().__init__(f"{file.relative}: {why}")
+        self.file = file
+        self.why = why
+
+
+class _Unreadable(_NotTaken):
+    """It does not decode as the format, or its rows do not fit the table."""
+
+    def __init__(self, file: SourceFile, cause: Exception) -> None:
+        text = " ".join(str(cause).split()) or type(cause).__name__
+        super().__init__(file, text)
+        self.cause = cause
+
+
+class _NotReady(_NotTaken):
+    """It changed size since it was listed, or is gone: a later listing decides."""
+
+
+@dataclass
+class _Batch:
+    """One attempt at a commit: the files it may take, those found bad before (recorded,
+    not read), and what it read."""
+
+    record: FileRecord
+    files: list[SourceFile]
+    bad: list[SourceFile]
+    consumed: list[SourceFile] = field(default_factory=list)
+    """Files read to their end, in order."""
+    count: int = 0
+    """Their rows."""
+    after: FileRecord | None = None
+    """The record it commits, once its rows are written."""
+
+    def rows(self, ingester: FileIngester, metadata: Any) -> Iterator[pa.RecordBatch]:
+        """The rows of its files, file after file until ``max_batch_rows`` is reached."""
+        skip = {f.relative for f in self.bad}
+        for f in self.files:
+            if f.relative in skip:
+                continue
+            if self.consumed and self.count >= ingester.max_batch_rows:
+                return
+            rows = 0
+            for batch in ingester._file_rows(f, metadata):
+                rows += batch.num_rows
+                yield batch
+            reach("files.after_file")
+            self.consumed.append(f)
+            self.count += rows
+
+    def state(self, max_age_ms: int) -> dict[str, pa.Table]:
+        """The record with its files (bad ones too), called once its rows are written."""
+        done = {f.relative: f.modified_ms for f in (*self.bad, *self.consumed)}
+        self.after = self.record.with_files(done, max_age_ms)
+        return {self.record.name: self.after.to_arrow()}
+
+
+@dataclass
+class FileIngestResult:
+    """What a run ingested."""
+
+    files: int = 0
+    """Files whose rows this run committed."""
+    rows: int = 0
+    bad_files: int = 0
+    """Files this run kept in the bad-records table."""
+    commits: int = 0
+    restarts: int = 0
+    """Times another ingester committed first and this one read the record again."""
+    pending: int = 0
+    """Final files listed and not ingested yet, at the last listing."""
+    too_old: int = 0
+    """Final files behind the record's horizon that were never ingested (not read)."""
+    not_ready: int = 0
+    """Times a file was left for a later listing (it changed size, or went away)."""
+
+
+class FileIngester:
+    """Ingest the final files below ``source`` into ``table`` (a :class:`Table` or the path
+    of an existing table), exactly once.
+
+    ``format``: ``"parquet"``, ``"json"`` (newline-delimited), ``"csv"`` (with a header line)
+    or ``"arrow"`` (IPC file or stream). ``storage_options``: for S3 paths (the table's, the
+    source's, the bad-records table's). ``max_batch_rows`` and ``max_latency`` (seconds) bound
+    a commit: it takes files until their rows reach ``max_batch_rows`` (a file is never
+    split), and a file is committed at most about ``max_latency`` after it was written (the
+    ingester waits that long for more files to commit together). ``max_file_age`` (seconds):
+    how far behind the newest file a file may appear and still be ingested; the record of
+    ingested files keeps that window and no more. ``bad_records``: path of a table for files
+    that cannot be ingested (created at the first one). ``glob``: only files whose path below
+    the source matches it. ``progress``: called after each commit with the result so far.
+
+    Every argument is checked before anything is read; a bad one raises
+    :class:`InvalidOptionError` saying what was expected."""
+
+    def __init__(
+        self,
+        table: str | Table,
+        source: str,
+        *,
+        format: str = "parquet",
+        storage_options: Mapping[str, Any] | None = None,
+        max_batch_rows: int = 100_000,
+        max_latency: float = 1.0,
+        max_file_age: float = DEFAULT_MAX_FILE_AGE,
+        bad_records: str | None = None,
+        glob: str | None = None,
+        writer_id: str | None = None,
+        progress: Callable[[FileIngestResult], None] | None = None,
+    ) -> None:
+        self.format = check_format(format)
+        self.max_batch_rows = check_batch_rows(max_batch_rows)
+        self.max_latency = check_positive_seconds(max_latency, what="max_latency")
+        self.max_file_age_ms = round(
+            check_positive_seconds(max_file_age, what="max_file_age") * 1000
+        )
+        if not isinstance(table, str | Table):
+            raise InvalidOptionError(
+                f"table must be a Table or the path of one, not {type(table).__name__}"
+            )
+        self.source = FileSource(source, storage_options, glob)
+        if isinstance(table, Table):
+            self.table = table
+        else:
+            self.table = open_target(table, _options_for(table, storage_options), writer_id)
+        self._check_apart(self.table, "table")
+        if self.format == "json":
+            check_json_columns(self._data_schema(self.table.schema), repr(self.table.path))
+        self.bad_records = bad_records
+        self.storage_options = storage_options
+        self.bad: Table | None = None
+        if bad_records is not None:
+            self.bad = open_bad_records(
+                bad_records,
+                self.table,
+                FILE_BAD_RECORDS_SCHEMA,
+                _options_for(bad_records, storage_options),
+            )
+            if self.bad is not None:
+                self._check_apart(self.bad, "bad_records table")
+        self.progress = progress
+        self.stop_event = threading.Event()
+        self.result = FileIngestResult()
+        self._poll = min(0.25, self.max_latency / 4)
+        self._warned_old: set[str] = set()
+
+    def _check_apart(self, table: Table, what: str) -> None:
+        """A table below the source would be ingested into itself; a source below the table
+        is the table's own files."""
+        where = table.storage.uri(table.root).rstrip("/")
+        source = self.source.uri.rstrip("/")
+        if where == source or where.startswith(source + "/") or source.startswith(where + "/"):
+            raise InvalidOptionError(
+                f"the {what} {where!r} and the source {source!r} overlap: keep the table out of "
+                "the directory the engine writes its files into (and the source out of the table)"
+            )
+
+    @staticmethod
+    def _data_schema(schema: pa.Schema) -> pa.Schema:
+        """The table's columns that come from the files' rows."""
+        return pa.schema([f for f in schema if f.name not in FILE_METADATA_COLUMNS])
+
+    # --- the record --------------------------------------------------------------------------
+
+    def _record(self, held: FileRecord | None = None) -> FileRecord:
+        """The record in the table's latest version (``held`` again when it is still that)."""
+        snapshot = self.table.refresh().snapshot()
+        if held is not None and snapshot.txns.get(held.name) == held.generation:
+            return held
+        return FileRecord.of(
+            "files", self.source.uri, snapshot, self.table.storage, self.table.root
+        )
+
+    # --- running -----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the current commit and return from :meth:`run`."""
+        self.stop_event.set()
+
+    def run(self, *, stop_at_end: bool = False, handle_sigterm: bool = False) -> FileIngestResult:
+        """Ingest until :meth:`stop` (or SIGTERM with ``handle_sigterm``), or with
+        ``stop_at_end`` until every final file listed at the start is ingested (or kept as
+        bad)."""
+        if handle_sigterm:
+            signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
+        record = self._record()
+        targets: set[str] | None = None
+        first_seen: dict[str, float] = {}
+        while True:
+            started = time.monotonic()
+            listing = self.source.list()
+            listed_in = time.monotonic() - started
+            record = self._record(record)
+            reach("files.after_list")
+            fresh = self._fresh(listing, record)
+            if stop_at_end and targets is None:
+                targets = {f.relative for f in fresh}
+            if targets is not None:
+                fresh = [f for f in fresh if f.relative in targets]
+            self.result.pending = len(fresh)
+            if not fresh:
+                if targets is not None or self.stop_event.is_set():
+                    break
+                self.stop_event.wait(max(self._poll, 2 * listed_in))
+                continue
+            now = time.monotonic()
+            for f in fresh:
+                first_seen.setdefault(f.relative, now)
+            due = min(self._due(f, first_seen[f.relative]) for f in fresh)
+            if targets is None and not self.stop_event.is_set() and now < due:
+                self.stop_event.wait(min(due - now, max(self._poll, 2 * listed_in)))
+                continue
+            record = self._ingest(fresh, record)
+            first_seen = {k: v for k, v in first_seen.items() if k not in record.files}
+            if self.stop_event.is_set() and targets is None:
+                break
+        return self.result
+
+    def _fresh(self, listing: Sequence[SourceFile], record: FileRecord) -> list[SourceFile]:
+        """The files of ``listing`` the record does not hold (those behind its horizon are
+        counted as too old, and logged once)."""
+        fresh = []
+        too_old = 0
+        for f in listing:
+            if record.behind(f.relative, f.modified_ms):
+                too_old += 1
+                if f.relative not in self._warned_old:
+                    self._warned_old.add(f.relative)
+                    _log.warning(
+                        "%s: not ingested: modified %s ms behind the newest file ingested, more "
+                        "than max_file_age",
+                        f.relative,
+                        record.horizon_ms - f.modified_ms,
+                    )
+            elif not record.holds(f.relative, f.modified_ms):
+                fresh.append(f)
+        self.result.too_old = too_old
+        return fresh
+
+    def _due(self, file: SourceFile, seen: float) -> float:
+        """When (monotonic) ``file`` is to be committed: ``max_latency`` after it was written,
+        or after it was first listed when its time is not to be trusted (in the future)."""
+        age = time.time() - file.modified_ms / 1000
+        return seen + self.max_latency - min(max(age, 0.0), self.max_latency)
+
+    def _ingest(self, fresh: list[SourceFile], record: FileRecord) -> FileRecord:
+        """Commit ``fresh`` (oldest first) in batches; the record once they are in (or once
+        another ingester took over: the next listing goes on)."""
+        left = list(fresh)
+        while left:
+            record, taken, moved = self._commit_batch(left, record)
+            if moved:
+                return record
+            left = [f for f in left if not record.holds(f.relative, f.modified_ms)]
+            left = [f for f in left if f.relative not in taken]
+            if self.stop_event.is_set():
+                break
+        return record
+
+    def _commit_batch(
+        self, files: list[SourceFile], record: FileRecord
+    ) -> tuple[FileRecord, set[str], bool]:
+        """One commit of the first of ``files`` (until ``max_batch_rows``): (the record
+        after it, the files it left for a later listing, whether another ingester moved
+        the record first)."""
+        bad: list[SourceFile] = []
+        later: set[str] = set()
+        while True:
+            batch = _Batch(record, [f for f in files if f.relative not in later], bad)
+            metadata = self.table.refresh().snapshot().metadata
+            try:
+                result = self.table.append(
+                    batch.rows(self, metadata),
+                    markers=record.marker(),
+                    state=lambda b=batch: b.state(self.max_file_age_ms),  # type: ignore[misc]
+                )
+            except _Unreadable as exc:
+                self._refuse_or_keep(exc)
+                bad.append(exc.file)
+                continue
+            except _NotReady as exc:
+                self.result.not_ready += 1
+                later.add(exc.file.relative)
+                continue
+            except TxnMovedError:
+                self.result.restarts += 1
+                return self._record(), later, True
+            if result.skipped or batch.after is None:
+                self.result.restarts += 1
+                return self._record(), later, True
+            reach("files.after_commit")
+            self.result.commits += 1
+            self.result.files += len(batch.consumed)
+            self.result.rows += batch.count
+            if self.progress is not None:
+                self.progress(self.result)
+            return batch.after, later, False
+
+    def _file_rows(self, f: SourceFile, metadata: Any) -> Iterator[pa.RecordBatch]:
+        """The rows of one file in the table's shape (``metadata``: the table's);
+        :class:`_Unreadable` or :class:`_NotReady` when they cannot be taken now."""
+        schema = metadata.schema
+        data_schema = self._data_schema(schema)
+        defaults = layout_of(metadata).defaults
+        where = f"file {f.relative!r} of {self.source.uri}"
+        try:
+            if f.size == 0 and self.format in ("json", "csv"):
+                decoded: Iterator[pa.RecordBatch] = iter(())
+            else:
+                decoded = decode_file(self.format, self.source.open(f), data_schema)
+            for batch in decoded:
+                for conformed in conformed_batches(
+                    batch,
+                    data_schema,
+                    where=where,
+                    fill_missing=False,
+                    defaults=defaults,
+                    metadata=metadata,
+                ):
+                    yield self._with_metadata(conformed, f, schema)
+        except CarbonLiteError as exc:
+            if not isinstance(exc, SchemaMismatchError):
+                raise  # the storage's, not the file's
+            self._check_ready(f)
+            raise _Unreadable(f, exc) from exc
+        except Exception as exc:  # the decoder's: what the bytes are
+            self._check_ready(f)
+            raise _Unreadable(f, exc) from exc
+        self._check_ready(f)
+
+    def _check_ready(self, f: SourceFile) -> None:
+        now = self.source.now(f)
+        if now is None:
+            raise _NotReady(f, "gone since it was listed")
+        if now != (f.size, f.modified_ms):
+            raise _NotReady(f, f"changed since it was listed ({f.size} bytes then, {now[0]} now)")
+
+    def _with_metadata(
+        self, rows: pa.RecordBatch, f: SourceFile, schema: pa.Schema
+    ) -> pa.RecordBatch:
+        if not any(name in schema.names for name in FILE_METADATA_COLUMNS):
+            return rows
+        values = {
+            "_file_path": pa.scalar(f.relative, pa.string()),
+            "_file_modified": pa.scalar(f.modified_ms, pa.timestamp("ms", tz="UTC")),
+        }
+        columns = {name: rows.column(name) for name in rows.schema.names}
+        for name, value in values.items():
+            if name in schema.names:
+                target = schema.field(name).type
+                columns[name] = pa.repeat(value, rows.num_rows).cast(target)
+        return pa.record_batch([columns[n] for n in schema.names], schema=schema)
+
+    # --- files that cannot be ingested -------------------------------------------------------
+
+    def _refuse_or_keep(self, exc: _Unreadable) -> None:
+        """Keep the file in the bad-records table, or stop the ingester."""
+        f = exc.file
+        if self.bad is None and self.bad_records is not None:
+            self.bad = create_bad_records(
+                self.bad_records,
+                self.table,
+                FILE_BAD_RECORDS_SCHEMA,
+                _options_for(self.bad_records, self.storage_options),
+            )
+        if self.bad is None:
+            message = (
+                f"file {f.relative!r} of {self.source.uri} cannot be ingested into "
+                f"{self.table.path!r} as {self.format}: {exc.why} (nothing past the last commit "
+                "was committed; give a bad-records table to keep going, or move the file out "
+                "of the source)"
+            )
+            if isinstance(exc.cause, SchemaMismatchError):
+                raise SchemaMismatchError(message) from exc.cause
+            raise IngestError(message) from exc.cause
+        self._keep_bad(f, exc.why)
+
+    def _keep_bad(self, f: SourceFile, why: str) -> None:
+        """Commit ``f`` to the bad-records table with its record there, unless it holds it."""
+        assert self.bad is not None
+        while True:
+            snapshot = self.bad.refresh().snapshot()
+            kept = FileRecord.of(
+                "files-bad", self.source.uri, snapshot, self.bad.storage, self.bad.root
+            )
+            if kept.holds(f.relative, f.modified_ms):
+                return  # kept before: a restart or another ingester read it already
+            row = pa.table(
+                {
+                    "source": [self.source.uri],
+                    "file": [f.relative],
+                    "size": [f.size],
+                    "modified": pa.array([f.modified_ms], pa.timestamp("ms", tz="UTC")),
+                    "content": [self.source.read_all(f)],
+                    "error": [why],
+                },
+                schema=FILE_BAD_RECORDS_SCHEMA,
+            )
+            after = kept.with_files({f.relative: f.modified_ms}, self.max_file_age_ms)
+            try:
+                result = self.bad.append(
+                    row, markers=kept.marker(), state={kept.name: after.to_arrow()}
+                )
+            except TxnMovedError:
+                continue
+            if result.skipped:
+                continue
+            reach("files.after_bad_commit")
+            self.result.bad_files += 1
+            return
+
+
+def _options_for(path: str, storage_options: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``storage_options`` for an S3 path; local paths take none."""
+    return storage_options if split_protocol(path)[0] == "s3" else None
