@@ -4,12 +4,14 @@ PyFlink 2.3 pins ``py4j==0.10.9.7``, ``pyarrow<21``, ``pandas<2.3`` and ``apache
 it cannot share the test environment (pyspark 4.3 needs py4j 0.10.9.9, CarbonLite's dev
 extras pyarrow 26). So the test runs its Flink job with the python of a venv of its own,
 made here once and reused: at ``$CARBONLITE_FLINK_VENV`` if set, else
-``~/.cache/carbonlite/pyflink-2.3.0-py3XX``.
+``~/.cache/carbonlite/pyflink-2.3.0-py3XX``. It is made with the interpreter running the tests,
+or ``$CARBONLITE_FLINK_PYTHON`` if set: apache-flink 2.3.0 has wheels up to CPython 3.12 and
+none for 3.13, so a test run on 3.13 needs a 3.12 (or older) interpreter named there.
 
 The venv is made under an ``fcntl`` lock (two test runs never build it at once) and marked
 complete by a file written only after ``import pyflink`` worked in it; a venv without that
 mark is half-built (a killed install) and is removed and made again. Making it needs the
-package index (about 600 MB of wheels); without one it fails with pip's output, never skips.
+package index (hundreds of MB of wheels, 844 MB installed); without one it fails with pip's output, never skips.
 
 ``python -m tests.support.flink_env`` makes it and prints its python (and how long it took).
 """
@@ -30,13 +32,24 @@ INSTALL_TIMEOUT = 3600
 _MARK = ".carbonlite-complete"
 
 
+def base_python() -> str:
+    """The interpreter the venv is made with."""
+    return os.environ.get("CARBONLITE_FLINK_PYTHON") or sys.executable
+
+
 def venv_dir() -> Path:
     """Where the PyFlink venv is (or will be)."""
     configured = os.environ.get("CARBONLITE_FLINK_VENV")
     if configured:
         return Path(configured).expanduser()
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
-    return Path.home() / ".cache" / "carbonlite" / f"pyflink-{FLINK_VERSION}-{tag}"
+    version = subprocess.run(
+        [base_python(), "-c", "import sys; print(f'py{sys.version_info[0]}{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    return Path.home() / ".cache" / "carbonlite" / f"pyflink-{FLINK_VERSION}-{version}"
 
 
 def venv_python(venv: Path) -> Path:
@@ -61,7 +74,7 @@ def _build(venv: Path) -> None:
     if venv.exists():
         shutil.rmtree(venv)  # no mark: an install that did not finish
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_USER")}
-    _run([sys.executable, "-m", "venv", str(venv)], env, timeout=300)
+    _run([base_python(), "-m", "venv", str(venv)], env, timeout=300)
     python = str(venv_python(venv))
     _run(
         [
@@ -91,7 +104,9 @@ def _run(command: list[str], env: dict[str, str], *, timeout: float) -> None:
     if done.returncode != 0:
         raise RuntimeError(
             f"making the PyFlink venv failed (it needs the package index for "
-            f"apache-flink=={FLINK_VERSION}): {command} exited {done.returncode}\n"
+            f"apache-flink=={FLINK_VERSION}, which has wheels up to CPython 3.12: set "
+            f"CARBONLITE_FLINK_PYTHON to such an interpreter on a newer Python): "
+            f"{command} exited {done.returncode}\n"
             f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
         )
 

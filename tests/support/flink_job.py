@@ -21,6 +21,7 @@ from tests.support import REPO
 PAGE = REPO / "docs" / "ENGINES.md"
 MARKER = "<!-- flink-job -->"
 """The line before the job's fence (and its snippet-skip line) in docs/ENGINES.md."""
+_TEMP_SUFFIXES = (".tmp", ".inprogress", "._COPYING_")
 _FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
@@ -36,13 +37,14 @@ def job_script() -> str:
 
 
 def final_files(out: Path) -> list[Path]:
-    """The files under ``out`` the ingester takes: none whose name, or a directory on whose
-    path, starts with ``.`` or ``_`` (Flink's in-progress files), nor ``*.tmp``."""
+    """The files under ``out`` the ingester takes (``carbonlite/ingest/file_source.py``): none
+    whose name, or a directory on whose path, starts with ``.`` or ``_`` (Flink's in-progress
+    files), nor one ending in ``.tmp``, ``.inprogress`` or ``._COPYING_``."""
     found = []
     for path in out.rglob("*"):
         parts = path.relative_to(out).parts
         hidden = any(part.startswith((".", "_")) for part in parts)
-        if path.is_file() and not hidden and not path.name.endswith(".tmp"):
+        if path.is_file() and not hidden and not path.name.endswith(_TEMP_SUFFIXES):
             found.append(path)
     return sorted(found)
 
