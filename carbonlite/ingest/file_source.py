@@ -24,11 +24,15 @@ from carbonlite.errors import InvalidOptionError
 from carbonlite.storage import FileStatus, Storage, open_storage, split_protocol
 from carbonlite.storage.base import RangeReader
 
-__all__ = ["FileSource", "SourceFile", "is_final"]
+__all__ = ["FileChangedError", "FileSource", "SourceFile", "is_final"]
 
 _TEMP_SUFFIXES = (".tmp", ".inprogress", "._COPYING_")
 _WHOLE_READ = 64 << 20
 """Files of object stores up to this size are read in one request; larger ones in ranges."""
+
+
+class FileChangedError(OSError):
+    """A file is not the size it was listed with (still being written, or replaced)."""
 
 
 def is_final(relative: str) -> bool:
@@ -118,12 +122,17 @@ class FileSource:
             return None
 
     def open(self, file: SourceFile) -> pa.NativeFile:
-        """The file's first ``file.size`` bytes (those the listing saw) to decode: mapped
-        from a local disk; one request from an object store, or ranged reads of a large
-        object."""
+        """The file's ``file.size`` bytes (those the listing saw) to decode: mapped from a
+        local disk (:class:`FileChangedError` when its size is not that now); one request
+        from an object store, or ranged reads of a large object."""
         if self.local:
             mapped = pa.memory_map(file.path)
-            return mapped if mapped.size() == file.size else pa.BufferReader(mapped.read(file.size))
+            if mapped.size() != file.size:
+                mapped.close()
+                raise FileChangedError(
+                    f"{file.path}: {file.size} bytes when listed, {mapped.size()} now"
+                )
+            return mapped
         if file.size <= _WHOLE_READ:
             return pa.BufferReader(self.storage.read(file.path, 0, file.size))
         return pa.PythonFile(_RangeFile(self.storage.open_reader(file.path), file.size), mode="r")

@@ -30,12 +30,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from carbonlite.errors import CarbonLiteError, InvalidOptionError, SchemaMismatchError
+from carbonlite.errors import (
+    CarbonLiteError,
+    IngestError,
+    InvalidOptionError,
+    SchemaMismatchError,
+)
 from carbonlite.ingest.decode import check_json_columns
 from carbonlite.ingest.file_formats import check_format, decode_file
 from carbonlite.ingest.file_record import FileRecord
 from carbonlite.ingest.file_source import FileSource, SourceFile
-from carbonlite.ingest.kafka import IngestError
 from carbonlite.ingest.options import check_batch_rows, check_positive_seconds
 from carbonlite.ingest.targets import create_bad_records, open_bad_records, open_target
 from carbonlite.metadata import TxnMovedError
@@ -292,10 +296,13 @@ class FileIngester:
             if targets is None and not self.stop_event.is_set() and now < due:
                 self.stop_event.wait(min(due - now, max(self._poll, 2 * listed_in)))
                 continue
+            commits = self.result.commits
             record = self._ingest(fresh, record)
-            first_seen = {k: v for k, v in first_seen.items() if k not in record.files}
+            first_seen = {f.relative: first_seen[f.relative] for f in fresh}
             if self.stop_event.is_set() and targets is None:
                 break
+            if self.result.commits == commits:  # every file changing, or another's turn
+                self.stop_event.wait(max(self._poll, 2 * listed_in))
         return self.result
 
     def _fresh(self, listing: Sequence[SourceFile], record: FileRecord) -> list[SourceFile]:
@@ -326,29 +333,34 @@ class FileIngester:
         return seen + self.max_latency - min(max(age, 0.0), self.max_latency)
 
     def _ingest(self, fresh: list[SourceFile], record: FileRecord) -> FileRecord:
-        """Commit ``fresh`` (oldest first) in batches; the record once they are in (or once
-        another ingester took over: the next listing goes on)."""
+        """Commit ``fresh`` (oldest first) in batches; the record once they are in, or once
+        the rest must wait for a later listing (they changed, or another ingester moved the
+        record first)."""
         left = list(fresh)
-        while left:
-            record, taken, moved = self._commit_batch(left, record)
-            if moved:
-                return record
-            left = [f for f in left if not record.holds(f.relative, f.modified_ms)]
-            left = [f for f in left if f.relative not in taken]
-            if self.stop_event.is_set():
+        while left and not self.stop_event.is_set():
+            record, later, committed = self._commit_batch(left, record)
+            if not committed:
                 break
+            left = [
+                f
+                for f in left
+                if not record.holds(f.relative, f.modified_ms) and f.relative not in later
+            ]
         return record
 
     def _commit_batch(
         self, files: list[SourceFile], record: FileRecord
     ) -> tuple[FileRecord, set[str], bool]:
         """One commit of the first of ``files`` (until ``max_batch_rows``): (the record
-        after it, the files it left for a later listing, whether another ingester moved
-        the record first)."""
+        after it, the files it left for a later listing, whether it committed: not when
+        another ingester moved the record first, or when no file was ready)."""
         bad: list[SourceFile] = []
         later: set[str] = set()
         while True:
-            batch = _Batch(record, [f for f in files if f.relative not in later], bad)
+            ready = [f for f in files if f.relative not in later]
+            if not ready:
+                return record, later, False
+            batch = _Batch(record, ready, bad)
             metadata = self.table.refresh().snapshot().metadata
             try:
                 result = self.table.append(
@@ -366,17 +378,17 @@ class FileIngester:
                 continue
             except TxnMovedError:
                 self.result.restarts += 1
-                return self._record(), later, True
+                return self._record(), later, False
             if result.skipped or batch.after is None:
                 self.result.restarts += 1
-                return self._record(), later, True
+                return self._record(), later, False
             reach("files.after_commit")
             self.result.commits += 1
             self.result.files += len(batch.consumed)
             self.result.rows += batch.count
             if self.progress is not None:
                 self.progress(self.result)
-            return batch.after, later, False
+            return batch.after, later, True
 
     def _file_rows(self, f: SourceFile, metadata: Any) -> Iterator[pa.RecordBatch]:
         """The rows of one file in the table's shape (``metadata``: the table's);
@@ -387,19 +399,19 @@ class FileIngester:
         where = f"file {f.relative!r} of {self.source.uri}"
         try:
             if f.size == 0 and self.format in ("json", "csv"):
-                decoded: Iterator[pa.RecordBatch] = iter(())
-            else:
-                decoded = decode_file(self.format, self.source.open(f), data_schema)
-            for batch in decoded:
-                for conformed in conformed_batches(
-                    batch,
-                    data_schema,
-                    where=where,
-                    fill_missing=False,
-                    defaults=defaults,
-                    metadata=metadata,
-                ):
-                    yield self._with_metadata(conformed, f, schema)
+                self._check_ready(f)  # no rows (their decoders want a header or a line)
+                return
+            with self.source.open(f) as handle:
+                for batch in decode_file(self.format, handle, data_schema):
+                    for conformed in conformed_batches(
+                        batch,
+                        data_schema,
+                        where=where,
+                        fill_missing=False,
+                        defaults=defaults,
+                        metadata=metadata,
+                    ):
+                        yield self._with_metadata(conformed, f, schema)
         except CarbonLiteError as exc:
             if not isinstance(exc, SchemaMismatchError):
                 raise  # the storage's, not the file's
