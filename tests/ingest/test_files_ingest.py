@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import carbonlite as cl
-from carbonlite.errors import SchemaMismatchError
+from carbonlite.errors import DataSourceError, SchemaMismatchError
 from carbonlite.ingest import FileIngester, FileIngestResult
 from carbonlite.seams import listening
 from tests.support.file_ingest_data import (
@@ -65,7 +65,12 @@ def wait_for(what: Callable[[], bool], seconds: float = 30.0) -> None:
 def test_each_format_every_row_once(tmp_path: Path, source: Path, kind: str) -> None:
     table = make(tmp_path)
     for i in range(4):
-        write(source, f"part-{i}", encode(kind, rows(range(i * 100, i * 100 + 37))), mtime=BASE_MTIME + i)
+        write(
+            source,
+            f"part-{i}",
+            encode(kind, rows(range(i * 100, i * 100 + 37))),
+            mtime=BASE_MTIME + i,
+        )
     result = ingest(table, source, format=format_of(kind))
     expected = sorted(i * 100 + j for i in range(4) for j in range(37))
     assert ids(table) == expected
@@ -84,7 +89,11 @@ def test_flink_bucket_directories(tmp_path: Path, source: Path) -> None:
     for hour in range(3):
         for n in range(2):
             rel = f"2026-11-26--1{hour}/part-8f1c2a3b-{n}"
-            write(source, rel, encode("parquet", rows(range(hour * 10 + n * 5, hour * 10 + n * 5 + 5))))
+            write(
+                source,
+                rel,
+                encode("parquet", rows(range(hour * 10 + n * 5, hour * 10 + n * 5 + 5))),
+            )
             written[rel] = 5
     ingest(table, source)
     assert rows_per_file(table) == written
@@ -190,16 +199,24 @@ def test_casts_integer_widths_and_timestamp_units(tmp_path: Path, source: Path) 
         }
     )
     write(source, "a.parquet", encode("parquet", data))
-    write(source, "b.arrow", encode("arrow-file", data.set_column(0, "id", pa.array([3, 4], pa.int32()))))
+    write(
+        source,
+        "b.arrow",
+        encode("arrow-file", data.set_column(0, "id", pa.array([3, 4], pa.int32()))),
+    )
     ingest(table, source, glob="*.parquet")
     ingest(table, source, format="arrow", glob="*.arrow")
     got = table.refresh().to_arrow().sort_by("id")
     assert got.schema == schema
     assert got["id"].to_pylist() == [1, 2, 3, 4]
-    assert got["ts"].cast(pa.int64()).to_pylist() == [
-        1_700_000_000_000_000,
-        1_700_000_000_001_000,
-    ] * 2
+    assert (
+        got["ts"].cast(pa.int64()).to_pylist()
+        == [
+            1_700_000_000_000_000,
+            1_700_000_000_001_000,
+        ]
+        * 2
+    )
 
 
 def test_partitioned_table(tmp_path: Path, source: Path) -> None:
@@ -218,12 +235,24 @@ def test_partitioned_table(tmp_path: Path, source: Path) -> None:
 
 def test_primary_key_table_later_file_wins(tmp_path: Path, source: Path) -> None:
     table = make(tmp_path, primary_key=["id"])
-    write(source, "a", encode("parquet", pa.table({"id": [1, 2], "name": ["a1", "a2"]})), mtime=BASE_MTIME)
-    write(source, "b", encode("parquet", pa.table({"id": [2, 3], "name": ["b2", "b3"]})), mtime=BASE_MTIME + 1)
+    write(
+        source,
+        "a",
+        encode("parquet", pa.table({"id": [1, 2], "name": ["a1", "a2"]})),
+        mtime=BASE_MTIME,
+    )
+    write(
+        source,
+        "b",
+        encode("parquet", pa.table({"id": [2, 3], "name": ["b2", "b3"]})),
+        mtime=BASE_MTIME + 1,
+    )
     ingest(table, source)  # one commit: files oldest first, the last row of a key wins
     got = table.refresh().to_arrow().sort_by("id").to_pydict()
     assert got == {"id": [1, 2, 3], "name": ["a1", "b2", "b3"]}
-    write(source, "c", encode("parquet", pa.table({"id": [1], "name": ["c1"]})), mtime=BASE_MTIME + 2)
+    write(
+        source, "c", encode("parquet", pa.table({"id": [1], "name": ["c1"]})), mtime=BASE_MTIME + 2
+    )
     ingest(table, source)  # a later commit replaces the key
     got = table.refresh().to_arrow().sort_by("id").to_pydict()
     assert got == {"id": [1, 2, 3], "name": ["c1", "b2", "b3"]}
@@ -258,7 +287,10 @@ def test_a_renamed_column_makes_old_files_bad(tmp_path: Path, source: Path) -> N
     table.rename_column("name", "label")
     write(source, "old", encode("parquet", rows([1])), mtime=BASE_MTIME)
     write(
-        source, "new", encode("parquet", pa.table({"id": [2], "label": ["l2"]})), mtime=BASE_MTIME + 1
+        source,
+        "new",
+        encode("parquet", pa.table({"id": [2], "label": ["l2"]})),
+        mtime=BASE_MTIME + 1,
     )
     with pytest.raises(SchemaMismatchError) as raised:
         ingest(table, source)
@@ -480,3 +512,118 @@ def test_a_large_parquet_file_streams(tmp_path: Path, source: Path) -> None:
     assert result.rows == n
     assert table.count_rows() == n
     assert peak[0] < decoded / 3, (peak[0], decoded)
+
+
+@pytest.mark.slow
+def test_a_large_json_file_streams(tmp_path: Path, source: Path) -> None:
+    """About 150 MB of newline-delimited JSON (5M rows, about 100 MB decoded): the Arrow
+    memory allocated at once while it is ingested (sampled as above) stays far below it."""
+    n = 5_000_000
+    with (source / "big.json").open("w") as f:
+        for start in range(0, n, 100_000):
+            f.write(
+                "".join(
+                    f'{{"id": {i}, "name": "name-{i:09}"}}\n' for i in range(start, start + 100_000)
+                )
+            )
+    table = make(tmp_path)
+    decoded = n * (8 + 14 + 4)  # int64 ids, 14-character names and their offsets
+    peak = [0]
+    base = pa.total_allocated_bytes()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], pa.total_allocated_bytes() - base)
+            time.sleep(0.002)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = ingest(table, source, format="json", max_batch_rows=10 * n)
+    finally:
+        stop.set()
+        sampler.join()
+    assert result.rows == n and result.commits == 1
+    assert table.count_rows() == n
+    assert peak[0] < decoded / 3, (peak[0], decoded)
+
+
+# --- commits under crashes and a second ingester ---------------------------------------------------
+
+
+def test_many_files_already_there_are_one_commit_of_a_running_ingester(
+    tmp_path: Path, source: Path
+) -> None:
+    """Files written longer than ``max_latency`` ago are due at once: one commit of all."""
+    table = make(tmp_path, WITH_PATH)
+    for i in range(30):
+        write(source, f"f{i:02}", encode("parquet", rows([i])), mtime=BASE_MTIME + i)
+    ingester = FileIngester(table, str(source), max_latency=0.05)
+    thread = threading.Thread(target=ingester.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: table.refresh().version >= 1)
+    finally:
+        ingester.stop()
+        thread.join(30)
+    assert ingester.result.commits == 1 and ingester.result.files == 30
+    assert ids(table) == list(range(30)) and table.refresh().version == 1
+
+
+class Crash(Exception):
+    """The process died here (raised from a seam: nothing after it runs)."""
+
+
+@pytest.mark.parametrize("seam", ["files.after_list", "files.after_file"])
+def test_a_crash_before_the_commit_loses_and_duplicates_nothing(
+    tmp_path: Path, source: Path, seam: str
+) -> None:
+    table = make(tmp_path, WITH_PATH)
+    for i in range(3):
+        write(
+            source, f"f{i}", encode("parquet", rows(range(i * 3, i * 3 + 3))), mtime=BASE_MTIME + i
+        )
+
+    def crash(name: str) -> None:
+        if name == seam:
+            raise Crash(name)
+
+    # raised inside the rows the append reads, the crash reaches the caller wrapped
+    with listening(crash), pytest.raises((Crash, DataSourceError), match=f"Crash: {seam}|{seam}"):
+        ingest(table, source)
+    assert table.refresh().version == 0
+    result = ingest(table, source)
+    assert (result.files, result.rows) == (3, 9)
+    assert rows_per_file(table) == {"f0": 3, "f1": 3, "f2": 3}
+
+
+def test_a_second_ingester_committing_first_is_not_duplicated(tmp_path: Path, source: Path) -> None:
+    """Ingester A has read its first file when B ingests every file: A's commit finds the
+    record moved, commits nothing, reads the record again and has nothing left."""
+    table = make(tmp_path, WITH_PATH)
+    for i in range(4):
+        write(
+            source, f"f{i}", encode("parquet", rows(range(i * 2, i * 2 + 2))), mtime=BASE_MTIME + i
+        )
+    later = write(source, "g", encode("parquet", rows([100])), mtime=BASE_MTIME + 9)
+    os.utime(later, (BASE_MTIME + 9, BASE_MTIME + 9))
+    other = cl.open_table(tmp_path / "t")
+    state = {"b_ran": False, "in_b": False}
+
+    def b_first(name: str) -> None:
+        if name == "files.after_file" and not state["b_ran"] and not state["in_b"]:
+            state["in_b"] = True
+            state["b_ran"] = True
+            try:
+                b = FileIngester(other, str(source)).run(stop_at_end=True)
+                assert b.files == 5
+            finally:
+                state["in_b"] = False
+
+    with listening(b_first):
+        a = ingest(table, source)
+    assert state["b_ran"]
+    assert a.restarts >= 1 and a.files == 0 and a.commits == 0
+    assert rows_per_file(table) == {"f0": 2, "f1": 2, "f2": 2, "f3": 2, "g": 1}
+    assert table.refresh().version == 1

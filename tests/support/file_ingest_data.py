@@ -54,9 +54,7 @@ def encode(kind: str, table: pa.Table, *, row_group_size: int | None = None) -> 
     return sink.getvalue()
 
 
-def write(
-    source: Path, relative: str, data: bytes | str, *, mtime: float | None = None
-) -> Path:
+def write(source: Path, relative: str, data: bytes | str, *, mtime: float | None = None) -> Path:
     """Write ``data`` at ``relative`` below the local ``source`` (directories made), with
     modification time ``mtime`` when given."""
     path = source / relative
@@ -86,6 +84,4 @@ def rows_per_file(table: cl.Table, version: int | None = None) -> Counter[str]:
 def record(table: cl.Table, source_uri: str) -> dict[str, int]:
     """The table's record of the files ingested from ``source_uri``: path -> mtime (ms)."""
     state = table.refresh().state(f"files:{source_uri}")
-    return dict(
-        zip(state["file"].to_pylist(), state["modified_ms"].to_pylist(), strict=True)
-    )
+    return dict(zip(state["file"].to_pylist(), state["modified_ms"].to_pylist(), strict=True))
