@@ -207,13 +207,14 @@ def files(
         "commits": result.commits,
         "restarts": result.restarts,
         "pending": result.pending,
-        "too_old": result.too_old,
+        "behind_horizon": result.behind_horizon,
+        "late": result.late,
         "seconds": line.seconds,
     }
     if as_json:
         emit(summary)
     else:
-        extra = f", {result.too_old:,} too old to ingest" if result.too_old else ""
+        extra = f", {result.late:,} late files not ingested" if result.late else ""
         print(
             f"ingested {result.rows:,} rows from {result.files:,} files of {source!r} "
             f"({result.bad_files:,} bad files{extra}) in {result.commits:,} commits"

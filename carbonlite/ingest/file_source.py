@@ -66,10 +66,12 @@ class FileSource:
                 f"source must be a directory path or URI such as /data/flink-out or "
                 f"s3://bucket/prefix, not {uri!r}"
             )
-        if glob is not None and (not isinstance(glob, str) or not glob):
+        if glob is not None and (
+            not isinstance(glob, str) or not glob or glob.startswith("/") or "://" in glob
+        ):
             raise InvalidOptionError(
-                f"glob must be a pattern of file paths below the source such as '*.parquet' or "
-                f"'2026-*/part-*', not {glob!r}"
+                f"glob must be a pattern of file paths relative to the source such as "
+                f"'*.parquet' or '2026-*/part-*', not {glob!r}"
             )
         protocol, _ = split_protocol(uri)
         options = dict(storage_options or {}) if protocol == "s3" else None
@@ -77,19 +79,16 @@ class FileSource:
         self.storage, self.root = open_storage(uri, options)
         self.glob = glob
         self.local = protocol == "file"
-        if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
+        if self.local and not os.path.isdir(self.root):
             raise InvalidOptionError(
                 f"source {uri!r} is a file, not a directory: give the directory the engine "
                 "writes its files into"
+                if os.path.exists(self.root)
+                else f"source {uri!r} does not exist: give the directory the engine writes its "
+                "files into (create it first when the engine has not written yet)"
             )
         self.uri = self.storage.uri(self.root)
         """The source's normalised URI (what names its record)."""
-
-    def exists(self) -> bool:
-        """Whether the directory is there (an object store: whether anything is below it)."""
-        if self.local:
-            return os.path.isdir(self.root)
-        return True
 
     def list(self) -> list[SourceFile]:
         """The final files below the source (and matching ``glob``), oldest first (by
