@@ -14,6 +14,7 @@ __all__ = [
     "DataSourceError",
     "DataUnavailableError",
     "DuplicateKeyError",
+    "IngestError",
     "InvalidFilterError",
     "InvalidOptionError",
     "MissingDependencyError",
@@ -188,6 +189,11 @@ class DataSourceError(CarbonLiteError):
     """The data given to a write could not be read: its reader, generator or Arrow stream
     raised partway (a dropped connection, a bug in the generator). The write committed
     nothing; the source's own exception is the cause (``__cause__``)."""
+
+
+class IngestError(CarbonLiteError):
+    """What an ingester cannot take, without a bad-records table to keep it in: a Kafka
+    message, a file that does not decode; or a topic it cannot read."""
 
 
 class DataUnavailableError(CarbonLiteError):

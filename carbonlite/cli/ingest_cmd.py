@@ -28,6 +28,30 @@ def _partitions(text: str | None) -> list[int] | None:
         ) from None
 
 
+class _LiveLine:
+    """A command's live progress line on a terminal (none when stderr is not one, or with
+    --json)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.started = time.monotonic()
+        self.live = sys.stderr.isatty() and not as_json
+
+    @property
+    def seconds(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    def rate(self, rows: int) -> float:
+        return rows / max(time.monotonic() - self.started, 1e-9)
+
+    def show(self, text: str) -> None:
+        if self.live:
+            err_console.print(f"\r{text}", end="")
+
+    def end(self) -> None:
+        if self.live:
+            err_console.print()
+
+
 @ingest_app.command("kafka")
 @fail_cleanly
 def kafka(
@@ -68,18 +92,14 @@ def kafka(
     from carbonlite.ingest import IngestResult, KafkaIngester
 
     options = storage_options_of(storage_options)
-    started = time.monotonic()
-    live = sys.stderr.isatty() and not as_json
+    line = _LiveLine(as_json)
 
     def show(result: IngestResult) -> None:
-        if live:
-            rate = result.rows / max(time.monotonic() - started, 1e-9)
-            lag = " ".join(f"{p}:{n:,}" for p, n in sorted(result.lag.items())) or "-"
-            err_console.print(
-                f"\r{result.rows:,} rows, {result.commits:,} commits, {rate:,.0f} rows/s, "
-                f"lag {lag}",
-                end="",
-            )
+        lag = " ".join(f"{p}:{n:,}" for p, n in sorted(result.lag.items())) or "-"
+        line.show(
+            f"{result.rows:,} rows, {result.commits:,} commits, {line.rate(result.rows):,.0f} "
+            f"rows/s, lag {lag}"
+        )
 
     ingester = KafkaIngester(
         path,
@@ -97,15 +117,14 @@ def kafka(
         progress=show,
     )
     result = ingester.run(handle_sigterm=True)
-    if live:
-        err_console.print()
+    line.end()
     summary = {
         "rows": result.rows,
         "bad_records": result.bad_records,
         "commits": result.commits,
         "offsets": {str(p): o for p, o in sorted(result.offsets.items())},
         "restarts": result.restarts,
-        "seconds": round(time.monotonic() - started, 3),
+        "seconds": line.seconds,
     }
     if as_json:
         emit(summary)
@@ -159,17 +178,13 @@ def files(
     from carbonlite.ingest import FileIngester, FileIngestResult
 
     options = storage_options_of(storage_options)
-    started = time.monotonic()
-    live = sys.stderr.isatty() and not as_json
+    line = _LiveLine(as_json)
 
     def show(result: FileIngestResult) -> None:
-        if live:
-            rate = result.rows / max(time.monotonic() - started, 1e-9)
-            err_console.print(
-                f"\r{result.files:,} files, {result.rows:,} rows, {result.commits:,} commits, "
-                f"{rate:,.0f} rows/s, {result.pending:,} files pending",
-                end="",
-            )
+        line.show(
+            f"{result.files:,} files, {result.rows:,} rows, {result.commits:,} commits, "
+            f"{line.rate(result.rows):,.0f} rows/s, {result.pending:,} files pending"
+        )
 
     ingester = FileIngester(
         path,
@@ -184,8 +199,7 @@ def files(
         progress=show,
     )
     result = ingester.run(stop_at_end=stop_at_end, handle_sigterm=True)
-    if live:
-        err_console.print()
+    line.end()
     summary = {
         "files": result.files,
         "rows": result.rows,
@@ -193,13 +207,14 @@ def files(
         "commits": result.commits,
         "restarts": result.restarts,
         "pending": result.pending,
-        "too_old": result.too_old,
-        "seconds": round(time.monotonic() - started, 3),
+        "behind_horizon": result.behind_horizon,
+        "late": result.late,
+        "seconds": line.seconds,
     }
     if as_json:
         emit(summary)
     else:
-        extra = f", {result.too_old:,} too old to ingest" if result.too_old else ""
+        extra = f", {result.late:,} late files not ingested" if result.late else ""
         print(
             f"ingested {result.rows:,} rows from {result.files:,} files of {source!r} "
             f"({result.bad_files:,} bad files{extra}) in {result.commits:,} commits"

@@ -49,6 +49,8 @@ def decode_file(
         parquet = pq.ParquetFile(file)
         yield from parquet.iter_batches(batch_size=_BATCH_ROWS, use_threads=False)
     elif format == "json":
+        if _blank(file):
+            return  # no line holds a value: no rows (pyarrow's reader wants one)
         reader = pa_json.open_json(
             file,
             read_options=pa_json.ReadOptions(block_size=_BLOCK_BYTES, use_threads=False),
@@ -68,6 +70,16 @@ def decode_file(
         yield from reader
     else:
         yield from _arrow_batches(file)
+
+
+def _blank(file: pa.NativeFile) -> bool:
+    """Whether the text holds nothing but whitespace (read as far as its first other byte)."""
+    while chunk := file.read(_BLOCK_BYTES):
+        if chunk.strip():
+            file.seek(0)
+            return False
+    file.seek(0)
+    return True
 
 
 def _arrow_batches(file: pa.NativeFile) -> Iterator[pa.RecordBatch]:

@@ -24,11 +24,15 @@ from carbonlite.errors import InvalidOptionError
 from carbonlite.storage import FileStatus, Storage, open_storage, split_protocol
 from carbonlite.storage.base import RangeReader
 
-__all__ = ["FileSource", "SourceFile", "is_final"]
+__all__ = ["FileChangedError", "FileSource", "SourceFile", "is_final"]
 
 _TEMP_SUFFIXES = (".tmp", ".inprogress", "._COPYING_")
 _WHOLE_READ = 64 << 20
 """Files of object stores up to this size are read in one request; larger ones in ranges."""
+
+
+class FileChangedError(OSError):
+    """A file is not the size it was listed with (still being written, or replaced)."""
 
 
 def is_final(relative: str) -> bool:
@@ -62,10 +66,12 @@ class FileSource:
                 f"source must be a directory path or URI such as /data/flink-out or "
                 f"s3://bucket/prefix, not {uri!r}"
             )
-        if glob is not None and (not isinstance(glob, str) or not glob):
+        if glob is not None and (
+            not isinstance(glob, str) or not glob or glob.startswith("/") or "://" in glob
+        ):
             raise InvalidOptionError(
-                f"glob must be a pattern of file paths below the source such as '*.parquet' or "
-                f"'2026-*/part-*', not {glob!r}"
+                f"glob must be a pattern of file paths relative to the source such as "
+                f"'*.parquet' or '2026-*/part-*', not {glob!r}"
             )
         protocol, _ = split_protocol(uri)
         options = dict(storage_options or {}) if protocol == "s3" else None
@@ -73,19 +79,16 @@ class FileSource:
         self.storage, self.root = open_storage(uri, options)
         self.glob = glob
         self.local = protocol == "file"
-        if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
+        if self.local and not os.path.isdir(self.root):
             raise InvalidOptionError(
                 f"source {uri!r} is a file, not a directory: give the directory the engine "
                 "writes its files into"
+                if os.path.exists(self.root)
+                else f"source {uri!r} does not exist: give the directory the engine writes its "
+                "files into (create it first when the engine has not written yet)"
             )
         self.uri = self.storage.uri(self.root)
         """The source's normalised URI (what names its record)."""
-
-    def exists(self) -> bool:
-        """Whether the directory is there (an object store: whether anything is below it)."""
-        if self.local:
-            return os.path.isdir(self.root)
-        return True
 
     def list(self) -> list[SourceFile]:
         """The final files below the source (and matching ``glob``), oldest first (by
@@ -118,12 +121,17 @@ class FileSource:
             return None
 
     def open(self, file: SourceFile) -> pa.NativeFile:
-        """The file's first ``file.size`` bytes (those the listing saw) to decode: mapped
-        from a local disk; one request from an object store, or ranged reads of a large
-        object."""
+        """The file's ``file.size`` bytes (those the listing saw) to decode: mapped from a
+        local disk (:class:`FileChangedError` when its size is not that now); one request
+        from an object store, or ranged reads of a large object."""
         if self.local:
             mapped = pa.memory_map(file.path)
-            return mapped if mapped.size() == file.size else pa.BufferReader(mapped.read(file.size))
+            if mapped.size() != file.size:
+                mapped.close()
+                raise FileChangedError(
+                    f"{file.path}: {file.size} bytes when listed, {mapped.size()} now"
+                )
+            return mapped
         if file.size <= _WHOLE_READ:
             return pa.BufferReader(self.storage.read(file.path, 0, file.size))
         return pa.PythonFile(_RangeFile(self.storage.open_reader(file.path), file.size), mode="r")

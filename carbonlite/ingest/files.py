@@ -30,18 +30,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from carbonlite.errors import CarbonLiteError, InvalidOptionError, SchemaMismatchError
+from carbonlite.errors import (
+    CarbonLiteError,
+    IngestError,
+    InvalidOptionError,
+    SchemaMismatchError,
+)
 from carbonlite.ingest.decode import check_json_columns
 from carbonlite.ingest.file_formats import check_format, decode_file
 from carbonlite.ingest.file_record import FileRecord
 from carbonlite.ingest.file_source import FileSource, SourceFile
-from carbonlite.ingest.kafka import IngestError
 from carbonlite.ingest.options import check_batch_rows, check_positive_seconds
 from carbonlite.ingest.targets import create_bad_records, open_bad_records, open_target
 from carbonlite.metadata import TxnMovedError
 from carbonlite.metadata.columns import layout_of
 from carbonlite.seams import reach
-from carbonlite.storage import split_protocol
+from carbonlite.storage import open_storage, split_protocol
 from carbonlite.table import Table
 from carbonlite.writer.batches import conformed_batches
 
@@ -71,6 +75,11 @@ FILE_METADATA_COLUMNS = ("_file_path", "_file_modified")
 """Columns the ingester fills from the file rather than its rows, when the table has them:
 the path below the source, and the file's modification time."""
 
+_GIVE_EVERY_COLUMN = (
+    "write every column of the table into the files, or give the table a default for the "
+    "missing ones (add_columns(..., defaults=...)) before they are ingested"
+)
+
 DEFAULT_MAX_FILE_AGE = 7 * 24 * 3600.0
 """Seconds behind the newest file after which a file counts as ingested (Spark's
 ``maxFileAge`` default)."""
@@ -90,8 +99,8 @@ class _Unreadable(_NotTaken):
     """It does not decode as the format, or its rows do not fit the table."""
 
     def __init__(self, file: SourceFile, cause: Exception) -> None:
-        text = " ".join(str(cause).split()) or type(cause).__name__
-        super().__init__(file, text)
+        lines = (" ".join(line.split()) for line in str(cause).splitlines())
+        super().__init__(file, "; ".join(line for line in lines if line) or type(cause).__name__)
         self.cause = cause
 
 
@@ -151,8 +160,13 @@ class FileIngestResult:
     """Times another ingester committed first and this one read the record again."""
     pending: int = 0
     """Final files listed and not ingested yet, at the last listing."""
-    too_old: int = 0
-    """Final files behind the record's horizon that were never ingested (not read)."""
+    behind_horizon: int = 0
+    """Final files at the last listing that are behind the record's horizon and not listed
+    in it: ingested long ago and forgotten, or published too late; not read either way."""
+    late: int = 0
+    """Files that appeared while this run listed the source already behind the record's
+    horizon (more than ``max_file_age`` older than the newest file): never ingested (each
+    logged as a warning)."""
     not_ready: int = 0
     """Times a file was left for a later listing (it changed size, or went away)."""
 
@@ -205,32 +219,39 @@ class FileIngester:
             self.table = table
         else:
             self.table = open_target(table, _options_for(table, storage_options), writer_id)
-        self._check_apart(self.table, "table")
+        self._check_apart(self.table, "table", storage_options)
         if self.format == "json":
             check_json_columns(self._data_schema(self.table.schema), repr(self.table.path))
         self.bad_records = bad_records
         self.storage_options = storage_options
         self.bad: Table | None = None
         if bad_records is not None:
+            self._check_apart(bad_records, "bad_records table", storage_options)
             self.bad = open_bad_records(
                 bad_records,
                 self.table,
                 FILE_BAD_RECORDS_SCHEMA,
                 _options_for(bad_records, storage_options),
             )
-            if self.bad is not None:
-                self._check_apart(self.bad, "bad_records table")
         self.progress = progress
         self.stop_event = threading.Event()
         self.result = FileIngestResult()
         self._poll = min(0.25, self.max_latency / 4)
-        self._warned_old: set[str] = set()
+        self._listed: set[str] | None = None
+        """The files of the previous listing (None before the first)."""
 
-    def _check_apart(self, table: Table, what: str) -> None:
+    def _check_apart(
+        self, table: Table | str, what: str, storage_options: Mapping[str, Any] | None
+    ) -> None:
         """A table below the source would be ingested into itself; a source below the table
         is the table's own files."""
-        where = table.storage.uri(table.root).rstrip("/")
-        source = self.source.uri.rstrip("/")
+        if isinstance(table, Table):
+            where = table.storage.uri(table.root)
+        else:
+            options = _options_for(table, storage_options)
+            storage, root = open_storage(table, dict(options) if options else None)
+            where = storage.uri(root)
+        where, source = where.rstrip("/"), self.source.uri.rstrip("/")
         if where == source or where.startswith(source + "/") or source.startswith(where + "/"):
             raise InvalidOptionError(
                 f"the {what} {where!r} and the source {source!r} overlap: keep the table out of "
@@ -292,31 +313,37 @@ class FileIngester:
             if targets is None and not self.stop_event.is_set() and now < due:
                 self.stop_event.wait(min(due - now, max(self._poll, 2 * listed_in)))
                 continue
+            commits = self.result.commits
             record = self._ingest(fresh, record)
-            first_seen = {k: v for k, v in first_seen.items() if k not in record.files}
+            first_seen = {f.relative: first_seen[f.relative] for f in fresh}
             if self.stop_event.is_set() and targets is None:
                 break
+            if self.result.commits == commits:  # every file changing, or another's turn
+                self.stop_event.wait(max(self._poll, 2 * listed_in))
         return self.result
 
     def _fresh(self, listing: Sequence[SourceFile], record: FileRecord) -> list[SourceFile]:
-        """The files of ``listing`` the record does not hold (those behind its horizon are
-        counted as too old, and logged once)."""
+        """The files of ``listing`` the record does not hold. Those behind its horizon are
+        counted; one that was not in the previous listing appeared too late, and is logged."""
         fresh = []
-        too_old = 0
+        behind = 0
         for f in listing:
             if record.behind(f.relative, f.modified_ms):
-                too_old += 1
-                if f.relative not in self._warned_old:
-                    self._warned_old.add(f.relative)
+                behind += 1
+                if self._listed is not None and f.relative not in self._listed:
+                    self.result.late += 1
                     _log.warning(
-                        "%s: not ingested: modified %s ms behind the newest file ingested, more "
-                        "than max_file_age",
+                        "%s of %s: not ingested: it appeared modified %.3f s before the newest "
+                        "file ingested, more than max_file_age (%.3f s) behind it",
                         f.relative,
-                        record.horizon_ms - f.modified_ms,
+                        self.source.uri,
+                        (record.horizon_ms - f.modified_ms) / 1000 + self.max_file_age_ms / 1000,
+                        self.max_file_age_ms / 1000,
                     )
             elif not record.holds(f.relative, f.modified_ms):
                 fresh.append(f)
-        self.result.too_old = too_old
+        self._listed = {f.relative for f in listing}
+        self.result.behind_horizon = behind
         return fresh
 
     def _due(self, file: SourceFile, seen: float) -> float:
@@ -326,29 +353,34 @@ class FileIngester:
         return seen + self.max_latency - min(max(age, 0.0), self.max_latency)
 
     def _ingest(self, fresh: list[SourceFile], record: FileRecord) -> FileRecord:
-        """Commit ``fresh`` (oldest first) in batches; the record once they are in (or once
-        another ingester took over: the next listing goes on)."""
+        """Commit ``fresh`` (oldest first) in batches; the record once they are in, or once
+        the rest must wait for a later listing (they changed, or another ingester moved the
+        record first)."""
         left = list(fresh)
-        while left:
-            record, taken, moved = self._commit_batch(left, record)
-            if moved:
-                return record
-            left = [f for f in left if not record.holds(f.relative, f.modified_ms)]
-            left = [f for f in left if f.relative not in taken]
-            if self.stop_event.is_set():
+        while left and not self.stop_event.is_set():
+            record, later, committed = self._commit_batch(left, record)
+            if not committed:
                 break
+            left = [
+                f
+                for f in left
+                if not record.holds(f.relative, f.modified_ms) and f.relative not in later
+            ]
         return record
 
     def _commit_batch(
         self, files: list[SourceFile], record: FileRecord
     ) -> tuple[FileRecord, set[str], bool]:
         """One commit of the first of ``files`` (until ``max_batch_rows``): (the record
-        after it, the files it left for a later listing, whether another ingester moved
-        the record first)."""
+        after it, the files it left for a later listing, whether it committed: not when
+        another ingester moved the record first, or when no file was ready)."""
         bad: list[SourceFile] = []
         later: set[str] = set()
         while True:
-            batch = _Batch(record, [f for f in files if f.relative not in later], bad)
+            ready = [f for f in files if f.relative not in later]
+            if not ready:
+                return record, later, False
+            batch = _Batch(record, ready, bad)
             metadata = self.table.refresh().snapshot().metadata
             try:
                 result = self.table.append(
@@ -366,17 +398,17 @@ class FileIngester:
                 continue
             except TxnMovedError:
                 self.result.restarts += 1
-                return self._record(), later, True
+                return self._record(), later, False
             if result.skipped or batch.after is None:
                 self.result.restarts += 1
-                return self._record(), later, True
+                return self._record(), later, False
             reach("files.after_commit")
             self.result.commits += 1
             self.result.files += len(batch.consumed)
             self.result.rows += batch.count
             if self.progress is not None:
                 self.progress(self.result)
-            return batch.after, later, False
+            return batch.after, later, True
 
     def _file_rows(self, f: SourceFile, metadata: Any) -> Iterator[pa.RecordBatch]:
         """The rows of one file in the table's shape (``metadata``: the table's);
@@ -384,22 +416,23 @@ class FileIngester:
         schema = metadata.schema
         data_schema = self._data_schema(schema)
         defaults = layout_of(metadata).defaults
-        where = f"file {f.relative!r} of {self.source.uri}"
+        where = f"file {f.relative!r}"
         try:
             if f.size == 0 and self.format in ("json", "csv"):
-                decoded: Iterator[pa.RecordBatch] = iter(())
-            else:
-                decoded = decode_file(self.format, self.source.open(f), data_schema)
-            for batch in decoded:
-                for conformed in conformed_batches(
-                    batch,
-                    data_schema,
-                    where=where,
-                    fill_missing=False,
-                    defaults=defaults,
-                    metadata=metadata,
-                ):
-                    yield self._with_metadata(conformed, f, schema)
+                self._check_ready(f)  # no rows (their decoders want a header or a line)
+                return
+            with self.source.open(f) as handle:
+                for batch in decode_file(self.format, handle, data_schema):
+                    for conformed in conformed_batches(
+                        batch,
+                        data_schema,
+                        where=where,
+                        fill_missing=False,
+                        defaults=defaults,
+                        metadata=metadata,
+                        fix=_GIVE_EVERY_COLUMN,
+                    ):
+                        yield self._with_metadata(conformed, f, schema)
         except CarbonLiteError as exc:
             if not isinstance(exc, SchemaMismatchError):
                 raise  # the storage's, not the file's

@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.errors import (
-    CarbonLiteError,
+    IngestError,
     InvalidOptionError,
     SchemaMismatchError,
 )
@@ -77,11 +77,6 @@ BAD_RECORDS_SCHEMA = pa.schema(
         ("error", pa.string()),
     ]
 )
-
-
-class IngestError(CarbonLiteError):
-    """A message the ingester cannot take (without a bad-records table), or a topic it
-    cannot read."""
 
 
 def app_id(topic: str, partition: int) -> str:

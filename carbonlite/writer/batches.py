@@ -160,11 +160,13 @@ def conformed_batches(
     fill_missing: bool,
     defaults: Mapping[str, Any] | None = None,
     metadata: Any = None,
+    fix: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of ``data`` in ``schema``'s exact shape. Columns with ``defaults`` (column
     -> value) the data lacks get their default. ``fill_missing``: other nullable columns the
     data lacks become null (``schema_mode="merge"``, a Spark or Flight writer); otherwise a
-    column the data lacks is a :class:`SchemaMismatchError` naming every one. ``metadata``
+    column the data lacks is a :class:`SchemaMismatchError` naming every one, and saying
+    ``fix`` (what the writer can do; by default: pass ``schema_mode='merge'``). ``metadata``
     (the table's): such an error also names the rename or drop behind a column the data has
     and the table no longer does; and a column widened from date to timestamp takes dates."""
     from_dates = widened_from_dates(metadata) if metadata is not None else frozenset()
@@ -175,7 +177,7 @@ def conformed_batches(
             batch = _dates_widened(batch, schema, from_dates)
         try:
             if not fill_missing:
-                check_complete(batch.schema, schema, where=where, fix=_FILL_WITH_MERGE)
+                check_complete(batch.schema, schema, where=where, fix=fix or _FILL_WITH_MERGE)
             conformed = conform_batch(
                 batch, schema, where=where, allow_missing_nullable=fill_missing
             )
