@@ -4,7 +4,7 @@ and reading one file.
 Engines with exactly-once file sinks write a file under a name no reader takes and give it
 its final name when their checkpoint or transaction commits: Flink's ``FileSink``
 (``.part-<uuid>-<n>.inprogress.<uuid>``, then ``part-<uuid>-<n>``), Flume's HDFS sink
-(``FlumeData.<n>.tmp``), Spark's file sink (``_temporary/``), Hadoop's ``put``
+(``FlumeData.<n>.tmp``), Spark's batch file writers (``_temporary/``), Hadoop's ``put``
 (``<name>._COPYING_``). So a file is *final* when no part of its path below the source
 starts with ``.`` or ``_`` (hidden files, checksums, ``_SUCCESS`` markers and temporary
 directories) and its name does not end with ``.tmp``, ``.inprogress`` or ``._COPYING_``.

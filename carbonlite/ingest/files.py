@@ -1,5 +1,5 @@
 """Exactly-once ingestion of the finished files other engines write (Flink's ``FileSink``,
-Flume's HDFS sink, Spark's file sink, any writer that renames a file into place when it is
+Flume's HDFS sink, Spark's batch file writers, any writer that renames a file into place when it is
 done).
 
 Each commit holds the rows of a batch of files and, in the SAME log version, the record of
