@@ -288,7 +288,7 @@ class FileIngester:
             signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
         record = self._record()
         targets: set[str] | None = None
-        first_seen: dict[str, float] = {}
+        due_at: dict[str, float] = {}  # when (monotonic) to commit each file: its first listing's
         while True:
             started = time.monotonic()
             listing = self.source.list()
@@ -308,14 +308,15 @@ class FileIngester:
                 continue
             now = time.monotonic()
             for f in fresh:
-                first_seen.setdefault(f.relative, now)
-            due = min(self._due(f, first_seen[f.relative]) for f in fresh)
+                if f.relative not in due_at:
+                    due_at[f.relative] = self._due(f, now)
+            due = min(due_at[f.relative] for f in fresh)
             if targets is None and not self.stop_event.is_set() and now < due:
                 self.stop_event.wait(min(due - now, max(self._poll, 2 * listed_in)))
                 continue
             commits = self.result.commits
             record = self._ingest(fresh, record)
-            first_seen = {f.relative: first_seen[f.relative] for f in fresh}
+            due_at = {f.relative: due_at[f.relative] for f in fresh}
             if self.stop_event.is_set() and targets is None:
                 break
             if self.result.commits == commits:  # every file changing, or another's turn
@@ -347,9 +348,10 @@ class FileIngester:
         return fresh
 
     def _due(self, file: SourceFile, seen: float) -> float:
-        """When (monotonic) ``file`` is to be committed: ``max_latency`` after it was written,
-        or after it was first listed when its time is not to be trusted (in the future)."""
-        age = time.time() - file.modified_ms / 1000
+        """When (monotonic) ``file``, first listed at ``seen``, is to be committed:
+        ``max_latency`` after it was written, or after it was first listed when its time is
+        not to be trusted (in the future)."""
+        age = time.time() - file.modified_ms / 1000  # at its first listing
         return seen + self.max_latency - min(max(age, 0.0), self.max_latency)
 
     def _ingest(self, fresh: list[SourceFile], record: FileRecord) -> FileRecord:
