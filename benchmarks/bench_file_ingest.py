@@ -270,8 +270,7 @@ def record(folder: Path, files: int) -> dict[str, Any]:
         "max_file_age_s": RECORD_AGE,
         "largest_record_rows": rounds.largest_record,
         "rounds": rounds.as_dicts(),
-        "too_old_at_end": rounds.results[-1].too_old,
-        "not_ingested_warnings": rounds.not_ingested_warnings,
+        "behind_horizon_at_end": rounds.results[-1].behind_horizon,
         "load_start": load_start,
         "load_end": load(),
     }
@@ -320,13 +319,12 @@ def print_record(rec: dict[str, Any]) -> None:
             f"  {f['files']:>7,} files: record {f['record_rows']:,} rows, "
             f"{f['record_bytes']:,} bytes; log version {f['log_version_bytes']:,} bytes; "
             f"checkpoint {f['checkpoint_bytes']:,} bytes; Python memory "
-            f"{f['traced_bytes'] / 1e6:.2f} MB (of which the too-old set "
-            f"{f['warned_bytes'] / 1e6:.2f} MB), pyarrow {f['arrow_bytes'] / 1e6:.2f} MB; "
+            f"{f['traced_bytes'] / 1e6:.2f} MB, pyarrow {f['arrow_bytes'] / 1e6:.2f} MB; "
             f"{f['seconds']:.1f} s"
         )
     print(
-        f"  every file ingested, yet result.too_old after the last round: "
-        f"{rec['too_old_at_end']:,}; 'not ingested' warnings: {rec['not_ingested_warnings']:,}"
+        f"  files behind the record's horizon at the last listing (ingested, forgotten): "
+        f"{rec['behind_horizon_at_end']:,}"
     )
 
 

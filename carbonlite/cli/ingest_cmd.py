@@ -208,14 +208,12 @@ def files(
         "restarts": result.restarts,
         "pending": result.pending,
         "behind_horizon": result.behind_horizon,
-        "late": result.late,
         "seconds": line.seconds,
     }
     if as_json:
         emit(summary)
     else:
-        extra = f", {result.late:,} late files not ingested" if result.late else ""
         print(
             f"ingested {result.rows:,} rows from {result.files:,} files of {source!r} "
-            f"({result.bad_files:,} bad files{extra}) in {result.commits:,} commits"
+            f"({result.bad_files:,} bad files) in {result.commits:,} commits"
         )

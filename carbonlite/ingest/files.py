@@ -20,7 +20,6 @@ for a later listing.
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 import time
@@ -55,8 +54,6 @@ __all__ = [
     "FileIngestResult",
     "FileIngester",
 ]
-
-_log = logging.getLogger(__name__)
 
 FILE_BAD_RECORDS_SCHEMA = pa.schema(
     [
@@ -163,10 +160,6 @@ class FileIngestResult:
     behind_horizon: int = 0
     """Final files at the last listing that are behind the record's horizon and not listed
     in it: ingested long ago and forgotten, or published too late; not read either way."""
-    late: int = 0
-    """Files that appeared while this run listed the source already behind the record's
-    horizon (more than ``max_file_age`` older than the newest file): never ingested (each
-    logged as a warning)."""
     not_ready: int = 0
     """Times a file was left for a later listing (it changed size, or went away)."""
 
@@ -237,8 +230,6 @@ class FileIngester:
         self.stop_event = threading.Event()
         self.result = FileIngestResult()
         self._poll = min(0.25, self.max_latency / 4)
-        self._listed: set[str] | None = None
-        """The files of the previous listing (None before the first)."""
 
     def _check_apart(
         self, table: Table | str, what: str, storage_options: Mapping[str, Any] | None
@@ -306,10 +297,10 @@ class FileIngester:
                     break
                 self.stop_event.wait(max(self._poll, 2 * listed_in))
                 continue
-            now = time.monotonic()
+            now, wall = time.monotonic(), time.time()
             for f in fresh:
                 if f.relative not in due_at:
-                    due_at[f.relative] = self._due(f, now)
+                    due_at[f.relative] = self._due(f, now, wall)
             due = min(due_at[f.relative] for f in fresh)
             if targets is None and not self.stop_event.is_set() and now < due:
                 self.stop_event.wait(min(due - now, max(self._poll, 2 * listed_in)))
@@ -324,34 +315,23 @@ class FileIngester:
         return self.result
 
     def _fresh(self, listing: Sequence[SourceFile], record: FileRecord) -> list[SourceFile]:
-        """The files of ``listing`` the record does not hold. Those behind its horizon are
-        counted; one that was not in the previous listing appeared too late, and is logged."""
+        """The files of ``listing`` the record does not hold (those behind its horizon are
+        counted: ingested long ago, or published too late; not read either way)."""
         fresh = []
         behind = 0
         for f in listing:
             if record.behind(f.relative, f.modified_ms):
                 behind += 1
-                if self._listed is not None and f.relative not in self._listed:
-                    self.result.late += 1
-                    _log.warning(
-                        "%s of %s: not ingested: it appeared modified %.3f s before the newest "
-                        "file ingested, more than max_file_age (%.3f s) behind it",
-                        f.relative,
-                        self.source.uri,
-                        (record.horizon_ms - f.modified_ms) / 1000 + self.max_file_age_ms / 1000,
-                        self.max_file_age_ms / 1000,
-                    )
             elif not record.holds(f.relative, f.modified_ms):
                 fresh.append(f)
-        self._listed = {f.relative for f in listing}
         self.result.behind_horizon = behind
         return fresh
 
-    def _due(self, file: SourceFile, seen: float) -> float:
-        """When (monotonic) ``file``, first listed at ``seen``, is to be committed:
-        ``max_latency`` after it was written, or after it was first listed when its time is
-        not to be trusted (in the future)."""
-        age = time.time() - file.modified_ms / 1000  # at its first listing
+    def _due(self, file: SourceFile, seen: float, seen_wall: float) -> float:
+        """When (monotonic) ``file``, first listed at ``seen`` (``seen_wall`` by the wall
+        clock), is to be committed: ``max_latency`` after it was written, or after it was
+        first listed when its time is not to be trusted (in the future)."""
+        age = seen_wall - file.modified_ms / 1000
         return seen + self.max_latency - min(max(age, 0.0), self.max_latency)
 
     def _ingest(self, fresh: list[SourceFile], record: FileRecord) -> FileRecord:

@@ -404,7 +404,6 @@ def test_the_command_json_output(tmp_path: Path, table: Path, source: Path) -> N
         "restarts",
         "pending",
         "behind_horizon",
-        "late",
         "seconds",
     }
     assert {k: v for k, v in out.items() if k != "seconds"} == {
@@ -415,7 +414,6 @@ def test_the_command_json_output(tmp_path: Path, table: Path, source: Path) -> N
         "restarts": 0,
         "pending": 0,
         "behind_horizon": 0,
-        "late": 0,
     }
     assert isinstance(out["seconds"], float | int) and out["seconds"] >= 0
     again = invoke(*_cli(table, source, "--stop-at-end", "--bad-records", str(bad), "--json"))

@@ -13,7 +13,6 @@ are measured. ``benchmarks/bench_file_ingest.py`` prints the same figures.
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import sys
 import time
@@ -79,9 +78,6 @@ class RoundFigures:
     made."""
     arrow_bytes: int
     """pyarrow's allocated bytes (not traced by tracemalloc)."""
-    warned_bytes: int
-    """Of the Python memory, what the ingester's set of files warned about as too old holds
-    (``FileIngester._warned_old``, the set and its strings; a diagnosis of the xfail below)."""
     commits: int
     seconds: float
 
@@ -96,9 +92,6 @@ class Rounds:
     results: list[FileIngestResult] = field(default_factory=list)
     table: cl.Table | None = None
     files: int = 0
-    not_ingested_warnings: int = 0
-    """The ingester's 'not ingested' warnings (counted, not kept: pytest's log capture would
-    hold every record in the memory measured)."""
 
     def as_dicts(self) -> list[dict[str, float]]:
         return [asdict(f) for f in self.figures]
@@ -111,10 +104,6 @@ def log_dir(table: cl.Table) -> Path:
 def newest_checkpoint_bytes(table: cl.Table) -> int:
     documents = sorted(log_dir(table).glob("*.checkpoint.json"))
     return documents[-1].stat().st_size if documents else 0
-
-
-def set_bytes(values: set[str]) -> int:
-    return sys.getsizeof(values) + sum(sys.getsizeof(v) for v in values)
 
 
 def measure(
@@ -136,20 +125,9 @@ def measure(
         checkpoint_bytes=newest_checkpoint_bytes(table),
         traced_bytes=traced,
         arrow_bytes=pa.total_allocated_bytes(),
-        warned_bytes=set_bytes(getattr(ingester, "_warned_old", set())),
         commits=commits,
         seconds=seconds,
     )
-
-
-class _Counted(logging.Handler):
-    def __init__(self, rounds: Rounds) -> None:
-        super().__init__(logging.WARNING)
-        self.rounds = rounds
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "not ingested" in record.getMessage():
-            self.rounds.not_ingested_warnings += 1
 
 
 def run_rounds(
@@ -185,10 +163,6 @@ def run_rounds(
             progress=after_commit,
         )
 
-    logger = logging.getLogger("carbonlite.ingest.files")
-    counted = _Counted(out)
-    logger.addHandler(counted)
-    logger.propagate = False
     if trace:
         gc.collect()
         tracemalloc.start()
@@ -211,14 +185,12 @@ def run_rounds(
     finally:
         if trace:
             tracemalloc.stop()
-        logger.removeHandler(counted)
-        logger.propagate = True
     return out
 
 
 def _since(before: FileIngestResult, after: FileIngestResult) -> FileIngestResult:
     """What one run added (a long-lived ingester's result adds up its runs; ``pending`` and
-    ``too_old`` are as of its last listing)."""
+    ``behind_horizon`` are as of its last listing)."""
     counts = ("files", "rows", "bad_files", "commits", "restarts", "not_ready")
     return replace(after, **{k: getattr(after, k) - getattr(before, k) for k in counts})
 
@@ -274,52 +246,33 @@ def test_record_behind_the_horizon_reads_as_ingested(tmp_path: Path) -> None:
     check_rows(rounds.table, rounds.files)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28: FileIngester._fresh takes every listed file behind the horizon and "
-    "missing from the record for one never ingested: once the record forgets an ingested "
-    "file (max_file_age), the next listing counts it in result.too_old, logs 'not ingested' "
-    "for it and adds it to _warned_old, a set never pruned (one entry per file ever ingested "
-    "that stays in the source: the long-lived ingester's memory grows with the files)",
-)
-def test_forgotten_files_are_not_reported_as_too_old(tmp_path: Path) -> None:
+def test_forgotten_files_are_not_read_again_nor_kept(tmp_path: Path) -> None:
+    """Files the record forgot (ingested, then behind the horizon) are counted as behind it,
+    never read again, and the ingester keeps no list of them."""
     rounds = run_rounds(
         tmp_path, rounds=2, per_round=500, max_file_age=50, long_lived=True, trace=False
     )
     assert rounds.table is not None
-    check_rows(rounds.table, rounds.files)  # every file was ingested ...
-    assert [r.too_old for r in rounds.results] == [0, 0]  # ... so none is too old
-    assert rounds.not_ingested_warnings == 0
-    assert rounds.figures[-1].warned_bytes == set_bytes(set())
+    check_rows(rounds.table, rounds.files)  # every file was ingested once
+    assert [r.behind_horizon for r in rounds.results] == [500 - 51, 1000 - 51]
 
 
 # --- found while measuring the latency (benchmarks/bench_file_ingest.py) --------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28: FileIngester._due takes the file's age at the time it is called, not at "
-    "the listing that first saw it (seen + max_latency - (now - modified)), so the due time "
-    "moves earlier as the ingester waits and a file is committed about max_latency / 2 after "
-    "it was written, not max_latency: in the benchmark (max_latency 1 s) the oldest file of "
-    "a commit was 0.52-0.73 s old, and no file waited more than 0.78 s",
-)
-def test_a_files_due_time_stays_where_the_listing_put_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_files_due_time_is_max_latency_after_it_was_written(tmp_path: Path) -> None:
+    """Decided once, at the listing that first saw the file (``run`` keeps it): the file's
+    age then counts, so waiting does not move it (it did: commits came at half the
+    latency)."""
     (tmp_path / "source").mkdir()
     table = cl.create_table(str(tmp_path / "table"), SCHEMA)
     ingester = FileIngester(table, str(tmp_path / "source"), format="csv", max_latency=1.0)
     written_s = 1_800_000_000.0
     file = SourceFile("x", "f.csv", 10, int(written_s * 1000))
     seen = 500.0  # the monotonic clock when a listing first saw it, 0.2 s after it was written
-    now = [written_s + 0.2]
-    monkeypatch.setattr(time, "time", lambda: now[0])
-    at_listing = ingester._due(file, seen)
-    now[0] += 0.4  # the ingester waited 0.4 s and looks again
-    later = ingester._due(file, seen)
-    assert at_listing == pytest.approx(seen + 0.8)  # max_latency after it was written
-    assert later == pytest.approx(at_listing)
+    assert ingester._due(file, seen, written_s + 0.2) == pytest.approx(seen + 0.8)
+    assert ingester._due(file, seen, written_s + 5.0) == pytest.approx(seen)  # a backlog
+    assert ingester._due(file, seen, written_s - 3.0) == pytest.approx(seen + 1.0)  # skewed
 
 
 # --- the slow tier: 100,000 files ----------------------------------------------------------------
@@ -371,24 +324,6 @@ about 28 MB (modules imported and caches filled by the first run, pyarrow's incl
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28: FileIngester._warned_old (files warned about as behind the horizon) is "
-    "never pruned, and every ingested file the record forgets while it stays in the source "
-    "enters it (see test_forgotten_files_are_not_reported_as_too_old): about 1 MB more per "
-    "10,000 files, 9 MB from 20,000 to 100,000 files",
-)
 def test_long_lived_ingester_memory_flat_after_100k_files(long_run: Rounds) -> None:
     first, last = long_run.figures[1], long_run.figures[-1]
     assert last.traced_bytes - first.traced_bytes <= MEMORY_SLACK, (first, last)
-
-
-@pytest.mark.slow
-def test_long_lived_ingester_memory_flat_apart_from_the_too_old_set(long_run: Rounds) -> None:
-    """Everything else the long-lived ingester and its table hold stays flat (this passes with
-    the set emptied or gone too: then it holds nothing)."""
-    first, last = long_run.figures[1], long_run.figures[-1]
-    assert (last.traced_bytes - last.warned_bytes) - (
-        first.traced_bytes - first.warned_bytes
-    ) <= MEMORY_SLACK, (first, last)
-    assert last.arrow_bytes - first.arrow_bytes <= MEMORY_SLACK, (first, last)
