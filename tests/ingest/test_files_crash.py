@@ -7,7 +7,8 @@ ingested files lists every final file.
 Each run is a forked child (``tests/support/file_ingest_worker.py``) held the n-th time it
 reaches a random seam, and killed there: the kill lands in that phase on any machine, however
 fast or loaded. While it is held, new files are sometimes renamed into place (files arriving
-while the ingester runs); a run that ends before its seam comes (nothing left to do) gets
+while the ingester runs), and sometimes another ingester runs past it to the end (a racer
+that moves the record under the held one, whatever phase it is in); a run that ends before its seam comes (nothing left to do) gets
 new files and the loop goes on until the kills are in.
 ``CARBONLITE_CRASH_SEED=<n>`` replays the seams, files and arrivals of a failed run.
 """
@@ -51,6 +52,14 @@ def server() -> Iterator[IngestServer]:
     server.close()
 
 
+@pytest.fixture(scope="module")
+def other() -> Iterator[IngestServer]:
+    """A second server: an ingester that runs while the first is held."""
+    server = IngestServer()
+    yield server
+    server.close()
+
+
 def command(table: Path, source: Path, bad: Path, *, batch_rows: int) -> list[str]:
     return [
         "ingest",
@@ -69,7 +78,9 @@ def command(table: Path, source: Path, bad: Path, *, batch_rows: int) -> list[st
     ]
 
 
-def run_kills(server: IngestServer, tmp_path: Path, kills: int) -> dict[str, int]:
+def run_kills(
+    server: IngestServer, other: IngestServer, tmp_path: Path, kills: int
+) -> dict[str, int]:
     seed = int(os.environ.get("CARBONLITE_CRASH_SEED", random.randrange(2**31)))
     rng = random.Random(seed)
     table, bad = tmp_path / "t", tmp_path / "bad"
@@ -81,7 +92,7 @@ def run_kills(server: IngestServer, tmp_path: Path, kills: int) -> dict[str, int
     source.add_bad("half_good")
     source.add_bad("garbage")
     args = command(table, tmp_path / "src", bad, batch_rows=rng.choice([100, 200, 300]))
-    killed, runs, at = 0, 0, Counter[str]()
+    killed, runs, raced, at = 0, 0, 0, Counter[str]()
     while killed < kills:
         runs += 1
         assert runs <= 4 * kills + 10, f"seed {seed}: {runs} runs and only {killed} kills"
@@ -94,6 +105,10 @@ def run_kills(server: IngestServer, tmp_path: Path, kills: int) -> dict[str, int
             if rng.random() < 0.5:  # files arriving while it runs
                 for _ in range(rng.randint(1, 2)):
                     source.add_random(rng)
+            if killed % 4 == 3:  # another ingester goes past it, to the end
+                racer = other.start({"args": args, "seam": None})
+                assert racer.wait() == 0 and racer.code == 0, f"seed {seed}: {racer.errors}"
+                raced += 1
             run.kill()
             assert run.exit_code == -9, f"seed {seed}: exit {run.exit_code} {run.errors}"
             killed += 1
@@ -121,20 +136,23 @@ def run_kills(server: IngestServer, tmp_path: Path, kills: int) -> dict[str, int
     except AssertionError as exc:
         raise AssertionError(f"seed {seed} (kills at {dict(at)}): {exc}") from exc
     assert len(at) >= min(kills // 3, len(PHASES) - 1), f"seed {seed}: kills only at {dict(at)}"
+    assert raced == kills // 4, f"seed {seed}: {raced} ingesters ran past a held one"
     return landed
 
 
 def test_sigkills_at_every_seam_ingest_every_file_exactly_once(
-    server: IngestServer, tmp_path: Path
+    server: IngestServer, other: IngestServer, tmp_path: Path
 ) -> None:
-    landed = run_kills(server, tmp_path, kills=24)
+    landed = run_kills(server, other, tmp_path, kills=24)
     assert len(landed) >= 10
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("round", range(3))
-def test_a_hundred_sigkills(server: IngestServer, tmp_path: Path, round: int) -> None:
-    run_kills(server, tmp_path, kills=100)
+def test_a_hundred_sigkills(
+    server: IngestServer, other: IngestServer, tmp_path: Path, round: int
+) -> None:
+    run_kills(server, other, tmp_path, kills=100)
 
 
 def test_a_kill_between_the_bad_records_commit_and_the_record_keeps_the_file_once(
