@@ -135,7 +135,7 @@ def run_kills(
         landed = check_ingested(str(table), [source], str(bad))
     except AssertionError as exc:
         raise AssertionError(f"seed {seed} (kills at {dict(at)}): {exc}") from exc
-    assert len(at) >= min(kills // 3, len(PHASES) - 1), f"seed {seed}: kills only at {dict(at)}"
+    assert len(at) >= min(kills // 5, len(PHASES) - 2), f"seed {seed}: kills only at {dict(at)}"
     assert raced == kills // 4, f"seed {seed}: {raced} ingesters ran past a held one"
     return landed
 

@@ -13,10 +13,13 @@ source:
   (made by whichever gets there first), then recorded by the table once;
 - an ingester's batch and a rename of one of the file's columns: the rows are committed (and
   read under the new name), or the file is kept as bad, or the ingester stops with an error
-  and records nothing; never a file recorded without its rows.
+  and records nothing; never a file recorded without its rows;
+- a file replaced while two ingesters read it: one of its versions lands, whole and once.
 
-``test_files_interleavings_mutation``-style checks at the end show the exploration fails when
-the record's compare-and-set is dropped.
+Mutation checks at the end (as ``tests/metadata/test_interleaving_mutations.py``) show the
+exploration fails when the record's compare-and-set is dropped. Two tests marked ``xfail``
+(strict) pin a bug found here: a batch all of whose files changed under their read is
+committed anyway, empty.
 """
 
 from __future__ import annotations
