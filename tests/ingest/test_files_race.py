@@ -28,8 +28,18 @@ import carbonlite as cl
 from carbonlite.errors import InvalidOptionError
 from carbonlite.ingest import FileIngester, FileIngestResult
 from carbonlite.seams import listening
-from tests.support.file_ingest_source import SCHEMA, Source, check_ingested, record_files
+from carbonlite.storage import open_storage
+from tests.support.file_ingest_source import (
+    SCHEMA,
+    Source,
+    bad_bytes,
+    check_ingested,
+    file_rows,
+    parquet_bytes,
+    record_files,
+)
 from tests.support.file_ingest_worker import IngestProcess
+from tests.support.places import Place
 
 DEADLINE = 120.0
 """Seconds a wait for the racers may take before the test fails (a hang, not slowness)."""
@@ -319,3 +329,53 @@ def test_a_bad_records_table_inside_the_source_is_refused(tmp_path: Path) -> Non
             f"the first ingester was let make its bad-records table inside the source; now "
             f"its restart is refused: {exc}"
         ) from exc
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="same bug: the bad-records table made inside the source; a running ingester lists "
+    "its data files as the source's and keeps them as bad files (on S3, where every append "
+    "is a new object, without end: each keep writes the next one)",
+)
+def test_a_running_ingester_never_keeps_its_bad_records_table_as_bad(place: Place) -> None:
+    """An ingester running (not to an end) whose bad-records path lies inside its source,
+    and does not exist yet. It is refused; or, if not, after the source's two files are
+    recorded and two more listings have passed, the bad-records table holds the one bad file
+    of the source and none of its own files."""
+    options = place.storage_options
+    storage, root = open_storage(place.uri("src"), options)
+    storage.put(storage.join(root, "part-1.parquet"), parquet_bytes(file_rows(1, 5)))
+    storage.put(storage.join(root, "part-2.parquet"), bad_bytes("garbage", 2))
+    table = cl.create_table(place.uri("t"), SCHEMA, storage_options=options)
+    try:
+        running = FileIngester(
+            table,
+            place.uri("src"),
+            storage_options=options,
+            bad_records=place.uri("src/bad"),
+            max_latency=0.01,
+        )
+    except InvalidOptionError as exc:
+        assert "overlap" in str(exc)
+        return
+    listings = [0]
+    record = running._record().name
+
+    def count(name: str) -> None:
+        if name == "files.after_list":
+            listings[0] += 1
+
+    def watch() -> None:
+        wait_until(lambda: {"part-1.parquet", "part-2.parquet"} <= set(recorded()))
+        seen = listings[0]
+        wait_until(lambda: listings[0] >= seen + 2)
+        running.stop()
+
+    def recorded() -> dict[str, int]:
+        return record_files(cl.open_table(place.uri("t"), storage_options=options), record)
+
+    with listening(count):
+        run_threads([running.run, watch], together=False)
+    bad = cl.open_table(place.uri("src/bad"), storage_options=options).to_arrow()
+    kept = bad.column("file").to_pylist()
+    assert kept == ["part-2.parquet"], f"kept as bad files of the source: {kept[:5]} ..."
