@@ -121,7 +121,12 @@ def ingester(table: Path, source: Source, bad: Path, writer: str, **kwargs: Any)
 
 
 def check_results(
-    table: Path, source: Source, results: list[FileIngestResult], *, racing: bool = True
+    table: Path,
+    source: Source,
+    results: list[FileIngestResult],
+    *,
+    racing: bool = True,
+    to_end: bool = True,
 ) -> None:
     """The results add up: each good file committed by one ingester, each bad one kept by
     one, each commit one move of the marker; all but one found the record moved."""
@@ -132,7 +137,8 @@ def check_results(
     assert sum(r.commits for r in results) == generation + 1, (generation, results)
     if racing:
         assert sum(r.restarts for r in results) >= len(results) - 1, results
-    assert all(r.pending == 0 for r in results), results
+    if to_end:  # (a stopped one's last listing may predate the other's last commits)
+        assert all(r.pending == 0 for r in results), results
 
 
 @pytest.mark.parametrize("racers", [2, 3])
@@ -210,7 +216,7 @@ def test_ingesters_of_one_source_while_files_arrive(tmp_path: Path) -> None:
 
     results = run_threads([ingesters[0].run, ingesters[1].run, arrive], together=False)
     check_ingested(str(table), [source], str(bad))
-    check_results(table, source, results[:2], racing=False)
+    check_results(table, source, results[:2], racing=False, to_end=False)
 
 
 def wait_until(condition: Callable[[], bool]) -> None:
