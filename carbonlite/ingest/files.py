@@ -77,6 +77,9 @@ _GIVE_EVERY_COLUMN = (
     "missing ones (add_columns(..., defaults=...)) before they are ingested"
 )
 
+_SCHEMA_RETRIES = 3
+"""Times a batch is read again after its commit was refused for a schema change meanwhile."""
+
 DEFAULT_MAX_FILE_AGE = 7 * 24 * 3600.0
 """Seconds behind the newest file after which a file counts as ingested (Spark's
 ``maxFileAge`` default)."""
@@ -358,6 +361,7 @@ class FileIngester:
         another ingester moved the record first, or when no file was ready)."""
         bad: list[SourceFile] = []
         later: set[str] = set()
+        refused = 0
         while True:
             ready = [f for f in files if f.relative not in later]
             if not ready:
@@ -381,6 +385,13 @@ class FileIngester:
             except TxnMovedError:
                 self.result.restarts += 1
                 return self._record(), later, False
+            except SchemaMismatchError:
+                # a column its rows were conformed to was renamed or dropped since (the
+                # commit requires ColumnsAsWritten): read the files again under the new schema
+                refused += 1
+                if refused >= _SCHEMA_RETRIES:
+                    raise
+                continue
             if result.skipped or batch.after is None:
                 self.result.restarts += 1
                 return self._record(), later, False

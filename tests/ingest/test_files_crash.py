@@ -130,7 +130,7 @@ def run_kills(
     )
     assert done.returncode == 0, f"seed {seed}: {done.stderr.decode()[-2000:]}"
     summary = json.loads(done.stdout)
-    assert summary["pending"] == 0 and summary["too_old"] == 0, summary
+    assert summary["pending"] == 0 and summary["behind_horizon"] == 0, summary
     try:
         landed = check_ingested(str(table), [source], str(bad))
     except AssertionError as exc:

@@ -17,9 +17,9 @@ source:
 - a file replaced while two ingesters read it: one of its versions lands, whole and once.
 
 Mutation checks at the end (as ``tests/metadata/test_interleaving_mutations.py``) show the
-exploration fails when the record's compare-and-set is dropped. Two tests marked ``xfail``
-(strict) pin a bug found here: a batch all of whose files changed under their read is
-committed anyway, empty.
+exploration fails when the record's compare-and-set is dropped. Two tests pin a bug found
+here and fixed: a batch all of whose files changed under their read was committed anyway,
+empty.
 """
 
 from __future__ import annotations
@@ -348,12 +348,6 @@ def one_file_rewritten() -> tuple[State, list[Actor]]:
     return state, [ingesting(state, "a"), Actor("w", lambda: state.source.rewrite(first, 5))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="files.py _commit_batch: when every file of a batch is left for a later listing "
-    "(_NotReady), the batch is committed anyway with no file: a version of no rows that "
-    "moves the record's marker and records nothing",
-)
 def test_a_batch_whose_only_file_changed_commits_nothing() -> None:
     """The ingester lists the file, the writer replaces it, the ingester reads it and finds
     it changed: the file is left for the next listing, and nothing is committed for it (a
@@ -367,12 +361,6 @@ def test_a_batch_whose_only_file_changed_commits_nothing() -> None:
     assert result.files == 1 and result.commits == 1, result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="files.py _commit_batch commits a batch all of whose files were left for later: "
-    "with stop_at_end (run() does not wait between listings then) a file that is still "
-    "changing makes an empty version at every listing, back to back",
-)
 def test_a_file_still_changing_makes_no_empty_versions(monkeypatch: pytest.MonkeyPatch) -> None:
     """The source's only file is found changed at its first three reads (a copy still
     going), then stays: one commit, of its rows, and no version before it."""

@@ -305,13 +305,6 @@ def test_an_ingester_beside_an_appender_and_handoff_and_compaction(tmp_path: Pat
     assert kinds["HANDOFF"] >= 2, kinds
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a bad-records table that does not exist yet is not checked against the source "
-    "(files.py FileIngester.__init__ checks only an existing one; _refuse_or_keep creates it "
-    "unchecked): it is made inside the source, after which every restart is refused and a "
-    "running ingester keeps the table's own data files as bad files of the source",
-)
 def test_a_bad_records_table_inside_the_source_is_refused(tmp_path: Path) -> None:
     """The bad-records table and the ingester's source must not overlap, as the table and
     the source must not: its files would be listed as the source's. Refused when it is given,
@@ -337,12 +330,6 @@ def test_a_bad_records_table_inside_the_source_is_refused(tmp_path: Path) -> Non
         ) from exc
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="same bug: the bad-records table made inside the source; a running ingester lists "
-    "its data files as the source's and keeps them as bad files (on S3, where every append "
-    "is a new object, without end: each keep writes the next one)",
-)
 def test_a_running_ingester_never_keeps_its_bad_records_table_as_bad(place: Place) -> None:
     """An ingester running (not to an end) whose bad-records path lies inside its source,
     and does not exist yet. It is refused; or, if not, after the source's two files are
