@@ -1,6 +1,6 @@
 """Exactly-once ingestion of the finished files other engines write (Flink's ``FileSink``,
-Flume's HDFS sink, Spark's batch file writers, any writer that renames a file into place when it is
-done).
+Flume's HDFS sink, Spark's batch file writers, any writer that renames a file into place
+when it is done).
 
 Each commit holds the rows of a batch of files and, in the SAME log version, the record of
 the files ingested from the source (``carbonlite/ingest/file_record.py``): a marker moved by

@@ -25,6 +25,7 @@ def test_every_command_is_registered() -> None:
     assert {path[0] for path in command_paths() if path} == set(COMMANDS)
     assert {path for path in command_paths() if len(path) == 2} == {
         ("ingest", "kafka"),
+        ("ingest", "files"),
         ("properties", "show"),
         ("properties", "set"),
         ("properties", "unset"),
