@@ -143,7 +143,7 @@ def run_kills(
 def test_sigkills_at_every_seam_ingest_every_file_exactly_once(
     server: IngestServer, other: IngestServer, tmp_path: Path
 ) -> None:
-    landed = run_kills(server, other, tmp_path, kills=24)
+    landed = run_kills(server, other, tmp_path, kills=12)
     assert len(landed) >= 10
 
 

@@ -54,13 +54,14 @@ def table(tmp_path: Path) -> Path:
 def test_an_unreachable_broker_is_one_line_and_exit_1(table: Path) -> None:
     """The real command, with each client, against a closed port: exit 1, one line naming
     the broker and what to check, nothing else (librdkafka's log lines go to Python logging,
-    quiet here), and done within its own --connect-timeout (10 s by default; the bound
-    asserted is generous, for a loaded machine)."""
+    quiet here), and done within its own --connect-timeout (10 s by default, 3 s here; the
+    bound asserted is generous, for a loaded machine)."""
     exe = shutil.which("carbonlite")
     assert exe is not None, "the carbonlite command is not on PATH (install the package)"
     address = f"127.0.0.1:{closed_port()}"
     started = time.monotonic()
     args = ["ingest", "kafka", str(table), "--bootstrap-servers", address, "--topic", "events"]
+    args += ["--connect-timeout", "3s"]
     runs = {
         client: subprocess.Popen(
             [exe, *args, "--client", client],
@@ -78,7 +79,7 @@ def test_an_unreachable_broker_is_one_line_and_exit_1(table: Path) -> None:
         lines = err.splitlines()
         assert len(lines) == 1, (client, err[-3000:])
         assert lines[0].startswith(
-            f"error: KafkaClientError: no Kafka broker answered at {address} within 10 s"
+            f"error: KafkaClientError: no Kafka broker answered at {address} within 3 s"
         ), lines[0]
         assert "Check --bootstrap-servers" in lines[0]
     assert time.monotonic() - started < 120
