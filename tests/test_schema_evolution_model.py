@@ -466,7 +466,7 @@ def _id_at(rows: pa.Table) -> str:
 
 
 SETTINGS = settings(
-    max_examples=15,
+    max_examples=8,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

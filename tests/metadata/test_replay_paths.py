@@ -185,7 +185,7 @@ class ReplayPaths(RuleBasedStateMachine):
 
 TestReplayPaths = ReplayPaths.TestCase
 TestReplayPaths.settings = settings(
-    max_examples=12,
+    max_examples=6,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

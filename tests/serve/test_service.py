@@ -188,7 +188,9 @@ def test_concurrent_producers_share_fsyncs(root: str) -> None:
     assert puts_in(table.to_arrow()) == {(f"p{i}", s): 3 for i in range(8) for s in range(25)}
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
 def test_exactly_once_across_sigkill_and_restart(root: str, seed: int) -> None:
     """Puts acknowledged before a SIGKILL are readable right after the restart (replayed from
     the log) and committed once; the producers then re-send from their last acknowledged

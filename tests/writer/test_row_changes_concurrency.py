@@ -174,7 +174,9 @@ def replay(
     assert result.ok, result.problems
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
 def test_merge_delete_and_compaction_at_once(tmp_path, seed: int) -> None:
     """The three workers at once until the merger's 80-odd operations are done and the
     others committed ten deletes and three maintenance operations; then the replay. The deleter's predicates are on the key and below INITIAL, where no operation
