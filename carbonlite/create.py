@@ -37,6 +37,7 @@ from carbonlite.reader.changes import reserved_name_problems
 from carbonlite.storage import open_storage
 from carbonlite.table import Table
 from carbonlite.writer.batches import TableData, new_table_schema, schema_and_batches
+from carbonlite.writer.bloom_files import check_bloom_columns
 from carbonlite.writer.modify import keyed_rows
 
 __all__ = ["WriteMode", "check_new_table_place", "create_table", "open_table", "write_table"]
@@ -177,6 +178,7 @@ def create_table(
             partition_by=tuple(_partition_spec(schema, partition_by).to_json()),
         )
     )
+    check_bloom_columns(metadata.properties, schema, where=location)
     storage, root = open_storage(location, options or None)
     uri = storage.uri(root)
     log = Log(storage, root, uri)

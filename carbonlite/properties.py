@@ -173,6 +173,23 @@ def _compression_level(text: str) -> int:
     return value
 
 
+def _column_list(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in str(text).split(",") if n.strip())
+    if len(set(names)) != len(names):
+        raise ValueError("names a column twice")
+    return names
+
+
+def _fpp(text: str) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError("must be a rate such as 0.01 (1%)") from None
+    if not 0.0 < value < 0.5:
+        raise ValueError("must be more than 0 and less than 0.5, such as 0.01 (1%)")
+    return value
+
+
 def _stream_codec(text: str) -> str:
     value = str(text).strip().lower()
     if value not in PAGE_CODECS:
@@ -237,6 +254,14 @@ PROPERTIES: dict[str, PropertySpec] = {
         "131072",
         _blocklet_rows,
         "rows per blocklet in segments written by handoff and compaction",
+    ),
+    "bloom_filter_columns": PropertySpec(
+        "",
+        _column_list,
+        "comma-separated columns whose blocklets get bloom filters, for == and is_in lookups",
+    ),
+    "bloom_filter_fpp": PropertySpec(
+        "0.01", _fpp, "the target false-positive rate of bloom filters (0.01: 1%)"
     ),
     "deleted_data_retention": PropertySpec(
         "7d", parse_duration, "clean keeps data no version younger than this needs"
@@ -360,6 +385,14 @@ class TableProperties:
     @property
     def handoff_blocklet_rows(self) -> int:
         return int(self._get("handoff_blocklet_rows"))
+
+    @property
+    def bloom_filter_columns(self) -> tuple[str, ...]:
+        return tuple(self._get("bloom_filter_columns"))
+
+    @property
+    def bloom_filter_fpp(self) -> float:
+        return float(self._get("bloom_filter_fpp"))
 
     @property
     def deleted_data_retention(self) -> float:

@@ -57,6 +57,7 @@ SEAMS: dict[str, str] = {
     "files.after_file": "the file ingester read one file of a batch to its end; nothing of the batch is committed",
     "files.after_bad_commit": "a file that cannot be ingested is kept in the bad-records table with its record there; the table does not record it yet",
     "files.after_commit": "a batch's rows and the record of its files are committed; the ingester has not listed again",
+    "index.before_commit": "build_index wrote the bloom files of the blocklets it read; nothing names them yet",
     "serve.after_wal": "a put's record is durable in the Flight service's log; the put is not in memory, answered or committed",
     "serve.before_flush_commit": "the flusher took a table's pending puts, checked its directory and read their producers' markers; their rows and markers are not committed",
 }

@@ -56,6 +56,7 @@ from carbonlite.metadata.timeline import version_at
 from carbonlite.names import check_name, table_location
 from carbonlite.optional import require
 from carbonlite.properties import TableProperties, effective_properties
+from carbonlite.reader.bloom_prune import bloom_pruner
 from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import Filter, FilterLike, parse_filter
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
@@ -71,6 +72,7 @@ from carbonlite.records import (
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, StatesArg, TableWriter
 from carbonlite.writer.batches import TableData, iter_record_batches
+from carbonlite.writer.build_index import IndexBuildResult, build_index
 from carbonlite.writer.modify import (
     MatchedAction,
     MergeResult,
@@ -815,6 +817,24 @@ class Table:
         self._advance(snapshot)
         return result
 
+    def build_index(self, columns: Sequence[str] | None = None) -> IndexBuildResult:
+        """Give every live blocklet bloom filters of ``columns`` and of the table's
+        ``bloom_filter_columns`` (``columns`` are added to it, so later blocklets get them
+        too), in one commit (``data_change = false``); appends and compaction go on meanwhile.
+        Blocklets that have them already are left as they are."""
+        self._check_open()
+        result, snapshot = build_index(
+            self.log,
+            self._snapshot,
+            None
+            if columns is None
+            else names_arg(columns, what="columns", example="['user_id']", one_string=True),
+            storage_options=self.storage_options,
+            writer_id=self.writer_id,
+        )
+        self._advance(snapshot)
+        return result
+
     def _advance(self, snapshot: Snapshot) -> None:
         with self._writer.lock:
             if snapshot.version > self._snapshot.version:
@@ -878,7 +898,10 @@ class Table:
         columns = columns_arg(columns)
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
-        return plan_scan(snap, columns=columns, filter=parsed), parsed
+        plan = plan_scan(
+            snap, columns=columns, filter=parsed, blooms=bloom_pruner(self.storage, self.root)
+        )
+        return plan, parsed
 
     def plan_splits(
         self,

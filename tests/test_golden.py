@@ -68,7 +68,8 @@ def test_the_golden_table_is_small_and_complete(golden: Golden) -> None:
     files = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file())
     size = sum((source / f).stat().st_size for f in files)
     size += (DATA / f"{source.name}_expected.json").stat().st_size
-    assert size < 300_000  # format 5 adds partitions (twice the files), publishes and a state
+    # format 5 adds partitions (twice the files), publishes and a state; 7 bloom filter files
+    assert size < 400_000
     versions = [f for f in files if re.fullmatch(r"_carbonlite/log/\d{20}\.json", f)]
     assert versions == [f"_carbonlite/log/{v:020d}.json" for v in range(golden.latest + 1)]
     checkpoints = [f for f in files if f.endswith(".checkpoint.json")]
@@ -76,8 +77,9 @@ def test_the_golden_table_is_small_and_complete(golden: Golden) -> None:
         f"_carbonlite/log/{v:020d}.checkpoint.json" for v in expected["checkpoints"]
     ]
     assert expected["checkpoints"]  # the golden history is long enough to checkpoint
-    assert all(f.endswith((".cblt", ".dv")) for f in files if f.startswith("segments/"))
+    assert all(f.endswith((".cblt", ".dv", ".bloom")) for f in files if f.startswith("segments/"))
     assert any(f.endswith(".dv") for f in files) == (golden.format_version >= 4)
+    assert any(f.endswith(".bloom") for f in files) == (golden.format_version >= 7)
     assert (source / "_carbonlite" / "_last_checkpoint").exists()
     logs = [(source / f).read_bytes().rstrip(b"\n") for f in versions]
     documents = [(source / f).read_bytes() for f in checkpoints]
@@ -135,6 +137,27 @@ def test_opening_from_the_golden_checkpoint(golden: Golden) -> None:
     assert (deleted > 0) == (golden.format_version >= 4)  # a checkpoint holds deletions
 
 
+def test_bloom_filters_prune_lookups_of_the_golden_table(golden: Golden) -> None:
+    """Format 7 on: lookups by id and label are pruned by the golden table's bloom filters
+    (built for old blocklets, written with new ones) and find exactly the rows they should."""
+    if golden.format_version < 7:
+        pytest.skip("bloom filters came with format 7")
+    import pyarrow.compute as pc
+
+    t = cl.open_table(golden.path)
+    rows = golden.expected["versions"][str(golden.latest)]["rows"]
+    for row in rows[::3]:
+        by_id = t.to_arrow(filter=pc.field("id") == row["id"])
+        assert jsonable_rows(by_id) == [r for r in rows if r["id"] == row["id"]]
+        if row["label"] is not None:
+            by_label = t.to_arrow(filter=pc.field("label").isin([row["label"], "none"]))
+            assert jsonable_rows(by_label) == [r for r in rows if r["label"] == row["label"]]
+    # a label no row has, within the bounds of blocklets: only the filters rule those out
+    plan = t.plan_splits(filter=pc.field("label") == "név-2000")
+    assert plan.blocklets_pruned_by_bloom > 0 and plan.blocklets_selected == 0
+    assert t.to_arrow(filter=pc.field("label") == "név-2000").num_rows == 0
+
+
 def test_this_version_keeps_writing_to_the_golden_table(golden: Golden) -> None:
     expected, latest = golden.expected, golden.latest
     t = cl.open_table(golden.path, writer_id="golden")  # the golden table's own writer id
@@ -186,7 +209,8 @@ def test_upgrade_raises_an_old_table_to_this_format(golden: Golden) -> None:
     # the entries of the manifests carry the statistics the old checkpoint had
     entries = [b for _s, f in fresh.snapshot().iter_files() for b in f.blocklets]
     assert entries and all(b.stats for b in entries)
-    fresh.append(rows_for(range(600, 602), extra=True))
+    rows = rows_after_changes if golden.format_version >= 6 else rows_extra
+    fresh.append(rows(range(600, 602)))
     assert cl.open_table(golden.path).count_rows() == fresh.count_rows()
     assert fresh.upgrade().version is None
 

@@ -1,6 +1,7 @@
 """``clean``: physically delete what no version within the retention period needs.
 
-Data files of COMPACTED and MARKED_FOR_DELETE segments (with their deletion-vector files) go once their status changed longer
+Data files of COMPACTED and MARKED_FOR_DELETE segments (with their deletion-vector and bloom
+filter files) go once their status changed longer
 ago than the retention (default: table property ``deleted_data_retention``, 7 days); less than
 one hour is refused unless forced, as Delta's VACUUM does, because a reader or a lagging stream
 may still be reading an older version. The deletion is recorded (``removeFiles``, one version,
@@ -240,12 +241,12 @@ def clean(
         ):
             removed[seg.segment_id] = tuple(seg.files)
             nbytes += seg.num_bytes
-            nbytes += sum(n for f in seg.files.values() for n in f.dv_files.values())
+            nbytes += sum(n for f in seg.files.values() for n in f.side_files.values())
     files = tuple(
         p
         for sid, paths in removed.items()
         for rel in paths
-        for p in (rel, *snapshot.segments[sid].files[rel].dv_files)
+        for p in (rel, *snapshot.segments[sid].files[rel].side_files)
     )
     log_retention_ms = int(props.log_retention * 1000)
     log_files, referenced, states, kept_since = _stale_log_files(
@@ -261,8 +262,8 @@ def clean(
     for sid, paths in removed.items():
         seg_files = snapshot.segments[sid].files
         for rel in paths:
-            for dv_file, size in seg_files[rel].dv_files.items():  # its deletion vectors
-                storage.delete(storage.join(root, dv_file))
+            for side_file, size in seg_files[rel].side_files.items():  # vectors, blooms
+                storage.delete(storage.join(root, side_file))
                 counter.advance(size)
             storage.delete(storage.join(root, rel))
             counter.advance(seg_files[rel].committed_length)

@@ -23,6 +23,7 @@ from carbonlite.metadata import BlockletEntry, BlockletsAppended
 from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import SplitReader
 from carbonlite.storage import open_storage
+from carbonlite.writer.bloom_files import blooms_of
 from carbonlite.writer.stream_file import to_entry
 
 __all__ = ["MAX_FILE_BYTES", "TaskResult", "execute_task"]
@@ -112,7 +113,7 @@ def execute_task(
         try:
             while offset < table.num_rows and writer.length < MAX_FILE_BYTES:
                 chunk = table.slice(offset, step)
-                metas.extend(writer.write(chunk, max_rows=task.blocklet_rows))
+                metas.extend(writer.write(chunk, max_rows=task.blocklet_rows, blooms=task.blooms))
                 offset += chunk.num_rows
                 share = task.num_bytes * offset // table.num_rows
                 advance(share - reported)
@@ -126,6 +127,7 @@ def execute_task(
                 start=0,
                 end=writer.length,
                 blocklets=tuple(to_entry(m) for m in metas),
+                blooms=blooms_of(storage, root, rel, metas, task.blooms),
             )
         )
         written += writer.length

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from carbonlite.errors import InvalidOptionError
+from carbonlite.format.bloom import BloomSpec
 from carbonlite.metadata import SegmentState, Snapshot
 from carbonlite.metadata.columns import IDENTITY, ColumnLayout
 from carbonlite.properties import TableProperties
 from carbonlite.reader.planner import Split, file_split
+from carbonlite.writer.bloom_files import bloom_spec
 
 __all__ = [
     "CompactionKind",
@@ -77,6 +79,8 @@ class CompactionTask:
     layout: ColumnLayout = IDENTITY
     """Where the columns lie in data files: inputs are read through it and the output is
     written under the schema's physical names (``metadata/columns.py``)."""
+    blooms: BloomSpec | None = None
+    """The bloom filters the output's blocklets get (``bloom_filter_columns``)."""
 
     @property
     def num_rows(self) -> int:
@@ -140,6 +144,7 @@ def _task(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> Com
         partition=inputs[0].partition,
         content_hash=inputs[0].current_hash if len(inputs) == 1 else None,
         layout=snapshot.layout,
+        blooms=bloom_spec(snapshot.properties, snapshot.schema, snapshot.layout),
     )
 
 

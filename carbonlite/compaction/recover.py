@@ -56,13 +56,13 @@ def _held_by_live_writer(storage: Storage, root: str, rel: str) -> bool:
 
 
 def _referenced(snapshot: Snapshot) -> dict[str, int]:
-    """Every file a version still needs, with the length it needs: data files and their
-    deletion-vector files."""
+    """Every file a version still needs, with the length it needs: data files and the files
+    beside them (deletion vectors, bloom filters)."""
     out = {}
     for seg in snapshot.segments.values():
         for f in seg.files.values():
             out[f.path] = f.committed_length
-            out.update(f.dv_files)
+            out.update(f.side_files)
     return out
 
 

@@ -25,6 +25,7 @@ from carbonlite.errors import CommitConflictError, RowsChangedError
 from carbonlite.metadata import Log, Snapshot, commit
 from carbonlite.seams import reach
 from carbonlite.storage import Storage
+from carbonlite.writer.bloom_files import discard_blooms
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.row_changes import MAX_ROW_CHANGE_ATTEMPTS
 
@@ -115,6 +116,7 @@ def _discard_outputs(storage: Storage, root: str, results: Sequence[TaskResult])
                 storage.delete(storage.join(root, f.file))
             except OSError as exc:  # recover removes what is left
                 _logger.warning("could not remove uncommitted output %s: %s", f.file, exc)
+            discard_blooms(storage, root, f.blooms)
 
 
 def run_compaction(

@@ -5,12 +5,14 @@ from the file itself, are exactly the ones the log lists (offsets, lengths, rows
 passes its checksum and decodes; and the statistics recomputed from the decoded data equal the
 statistics the log prunes with; every deletion vector lies where the log says, passes its
 checksum, and covers a blocklet of the file with the row and deletion counts the log
-records. Problems are reported with file and byte offset, never
+records; every bloom filter record lies where the log says, passes its checksum, and holds
+every value of its blocklet's column (a filter that misses one would prune a matching row). Problems are reported with file and byte offset, never
 raised, so one damaged file does not hide the state of the others.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +20,14 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
-from carbonlite.errors import CarbonLiteError
+from carbonlite.errors import CarbonLiteError, CorruptDataError
 from carbonlite.format import BlockletFileReader, BlockletMeta
+from carbonlite.format.bloom import (
+    BLOOM_FILE_MAGIC,
+    bloom_domain,
+    bloom_hashes,
+    decode_bloom_record,
+)
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
 from carbonlite.format.stats import compute_column_stats
@@ -49,14 +57,75 @@ class VerifyResult:
         return not self.problems
 
 
+class _BloomFiles:
+    """The bloom files of one verify, each read once."""
+
+    def __init__(self, storage: Storage, root: str) -> None:
+        self.storage, self.root = storage, root
+        self._files: dict[str, bytes | None] = {}
+        self._lock = threading.Lock()
+
+    def read(self, path: str) -> bytes | None:
+        with self._lock:
+            if path in self._files:
+                return self._files[path]
+        try:
+            data: bytes | None = self.storage.read(self.storage.join(self.root, path))
+        except FileNotFoundError:
+            data = None
+        with self._lock:
+            self._files[path] = data
+        return data
+
+
+def _check_bloom(
+    blooms: _BloomFiles, f: FileState, entry: BlockletEntry, batch: pa.RecordBatch
+) -> list[Problem]:
+    ref = f.blooms.get(entry.offset)
+    if ref is None:
+        return []
+    data = blooms.read(ref.path)
+    if data is None:
+        return [Problem(ref.path, None, f"the bloom filter file of {f.path!r} is missing")]
+    if not data.startswith(BLOOM_FILE_MAGIC) or len(data) != f.bloom_files.get(ref.path):
+        return [Problem(ref.path, None, "the bloom filter file is damaged (magic or size)")]
+    try:
+        record = decode_bloom_record(
+            memoryview(data)[ref.offset : ref.offset + ref.length], where=ref.path
+        )
+    except CorruptDataError as exc:
+        return [Problem(ref.path, ref.offset, f"bloom filters of blocklet {entry.offset}: {exc}")]
+    problems = []
+    for name, bloom in record.items():
+        if name not in batch.schema.names:
+            continue
+        column = batch.column(name)
+        if bloom.type != bloom_domain(column.type):
+            continue  # a filter of another domain is never used
+        if not bloom.filter.might_contain(bloom_hashes(column)).all():
+            problems.append(
+                Problem(
+                    ref.path,
+                    ref.offset,
+                    f"the bloom filter of column {name!r} of blocklet {entry.offset} of "
+                    f"{f.path!r} misses values the blocklet holds",
+                )
+            )
+    return problems
+
+
 def _check_blocklet(
-    reader: BlockletFileReader, f: FileState, entry: BlockletEntry, types: Mapping[str, pa.DataType]
+    reader: BlockletFileReader,
+    f: FileState,
+    entry: BlockletEntry,
+    types: Mapping[str, pa.DataType],
+    blooms: _BloomFiles,
 ) -> list[Problem]:
     try:
         batch = reader.read_blocklet(BlockletMeta(entry.offset, entry.length, entry.num_rows))
     except CarbonLiteError as exc:
         return [Problem(f.path, getattr(exc, "offset", entry.offset), str(exc))]
-    problems = []
+    problems = _check_bloom(blooms, f, entry, batch)
     for name, logged in entry.stats.items():
         if name not in batch.schema.names or name not in types:
             continue
@@ -126,7 +195,8 @@ def _check_file(
                 f"the file holds {len(scanned)} blocklets up to its committed length but the log lists "
                 f"{len(logged)}; they first differ at blocklet {first}",
             )
-        checked = ordered_map(lambda b: _check_blocklet(reader, f, b, types), f.blocklets)
+        blooms = _BloomFiles(storage, root)
+        checked = ordered_map(lambda b: _check_blocklet(reader, f, b, types, blooms), f.blocklets)
         for entry, problems in zip(f.blocklets, checked, strict=True):
             advance(entry.length)
             yield from problems

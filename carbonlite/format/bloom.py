@@ -19,8 +19,9 @@ false-positive rate is the target: about 10.5 bits per value for 1% (Parquet's c
 Record of one blocklet (all integers little-endian; docs/FORMAT.md, "Bloom filter files")::
 
     u32 column count
-    per column: u16 name length, name (UTF-8), u16 type length, type (UTF-8, Arrow's
-                ``str(type)``), u32 block count, the blocks (32 bytes each)
+    per column: u16 name length, name (UTF-8), u16 domain length, the hash domain of the
+                column's type (UTF-8, :func:`bloom_domain`), u32 block count, the blocks
+                (32 bytes each)
     u32 CRC-32C of every byte of the record before it
 """
 
@@ -46,7 +47,9 @@ __all__ = [
     "BLOOM_FILE_MAGIC",
     "DEFAULT_BLOOM_FPP",
     "BloomFilter",
+    "BloomSpec",
     "ColumnBloom",
+    "bloom_domain",
     "bloom_hashes",
     "bloom_supported",
     "build_bloom_record",
@@ -86,7 +89,10 @@ def bloom_supported(t: pa.DataType) -> bool:
     strings, binaries, dates, times, timestamps, durations, and dictionaries of those.
     (Not bool, whose two values min/max already prune, nor nested types.)"""
     if pat.is_dictionary(t):
-        return bloom_supported(t.value_type)
+        view = pat.is_string_view(t.value_type) or pat.is_binary_view(t.value_type)
+        return not view and bloom_supported(t.value_type)
+    if pat.is_interval(t):
+        return False
     return bool(
         pat.is_integer(t)
         or pat.is_floating(t)
@@ -102,6 +108,42 @@ def bloom_supported(t: pa.DataType) -> bool:
     )
 
 
+def bloom_domain(t: pa.DataType) -> str:
+    """The *hash domain* of a column type: values of two types of the same domain that are
+    equal hash equal (every integer width and signedness; string, large_string and
+    string_view; every binary; decimals of one byte width and scale; one temporal unit).
+    A record keeps its filters' domain, so a filter built before a column was widened is used
+    only while the domain is unchanged."""
+    if pat.is_dictionary(t):
+        return bloom_domain(t.value_type)
+    if pat.is_integer(t):
+        return "int"
+    if pat.is_floating(t):
+        return "float"
+    if pat.is_decimal(t):
+        return f"decimal{t.bit_width}(scale={t.scale})"
+    if pat.is_string(t) or pat.is_large_string(t) or pat.is_string_view(t):
+        return "string"
+    if (
+        pat.is_binary(t)
+        or pat.is_large_binary(t)
+        or pat.is_binary_view(t)
+        or pat.is_fixed_size_binary(t)
+    ):
+        return "binary"
+    if pat.is_date32(t):
+        return "date32"
+    if pat.is_date64(t):
+        return "date64"
+    if pat.is_timestamp(t):
+        return f"timestamp[{t.unit}]"
+    if pat.is_time(t):
+        return f"time[{t.unit}]"
+    if pat.is_duration(t):
+        return f"duration[{t.unit}]"
+    raise TypeError(f"a column of type {t} has no bloom filter")
+
+
 def bloom_hashes(values: pa.Array | pa.ChunkedArray) -> U64:
     """The hash of every value of ``values`` that ``==`` can match: nulls and NaNs left out,
     ``-0.0`` hashed as ``0.0``."""
@@ -110,6 +152,12 @@ def bloom_hashes(values: pa.Array | pa.ChunkedArray) -> U64:
     t = values.type
     if pat.is_dictionary(t):
         values = values.cast(t.value_type)
+        t = values.type
+    if pat.is_string_view(t) or pat.is_binary_view(t):  # few kernels take views
+        values = values.cast(pa.large_string() if pat.is_string_view(t) else pa.large_binary())
+        t = values.type
+    if pat.is_float16(t):  # widened exactly, as column_hashes widens every float
+        values = values.cast(pa.float32())
         t = values.type
     if pat.is_floating(t):
         values = pc.if_else(pc.equal(values, pa.scalar(0, t)), pa.scalar(0, t), values)
@@ -223,10 +271,19 @@ def probe_any(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class BloomSpec:
+    """Which columns (as the file names them) get bloom filters, at which false-positive
+    rate."""
+
+    columns: tuple[str, ...]
+    fpp: float = DEFAULT_BLOOM_FPP
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ColumnBloom:
-    """The filter of one column of a blocklet. ``type`` is the column's Arrow type (as
-    ``str(type)``) when the filter was built: values are looked up only as that type."""
+    """The filter of one column of a blocklet. ``type`` is the hash domain of the column's
+    type when the filter was built (:func:`bloom_domain`): values are looked up only in it."""
 
     column: str
     type: str
@@ -238,7 +295,7 @@ def build_bloom_record(batch: pa.RecordBatch, columns: Sequence[str], fpp: float
     blooms = [
         ColumnBloom(
             name,
-            str(batch.schema.field(name).type),
+            bloom_domain(batch.schema.field(name).type),
             BloomFilter.of_hashes(bloom_hashes(batch.column(name)), fpp),
         )
         for name in columns

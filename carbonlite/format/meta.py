@@ -26,6 +26,9 @@ class BlockletMeta:
     """Statistics by column name."""
     pages: tuple[PageMeta, ...] | None = None
     """Page locations, in file-schema order; None when only the table log's summary is known."""
+    bloom: bytes | None = None
+    """The record of its bloom filters (``format/bloom.py``) when the writer was asked for
+    them; kept beside the file, not in it."""
 
     @property
     def end(self) -> int:

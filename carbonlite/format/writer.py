@@ -6,7 +6,7 @@ import contextlib
 import io
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import IO, Any
 
@@ -19,6 +19,7 @@ from carbonlite.errors import (
     SchemaMismatchError,
     StorageError,
 )
+from carbonlite.format.bloom import BloomSpec, build_bloom_record
 from carbonlite.format.conform import conform_batch
 from carbonlite.format.layout import (
     PageMeta,
@@ -395,8 +396,10 @@ class BlockletFileWriter:
         *,
         max_rows: int = DEFAULT_BLOCKLET_ROWS,
         max_bytes: int = DEFAULT_BLOCKLET_BYTES,
+        blooms: BloomSpec | None = None,
     ) -> list[BlockletMeta]:
-        """Append ``data`` cut into blocklets; encodes several blocklets in parallel."""
+        """Append ``data`` cut into blocklets; encodes several blocklets in parallel. With
+        ``blooms``, each blocklet's :attr:`BlockletMeta.bloom` is the record of its filters."""
         self._check_open()
         if isinstance(data, pa.Table):
             batches: Iterable[pa.RecordBatch] = data.to_batches()
@@ -409,21 +412,27 @@ class BlockletFileWriter:
             for b in batches:
                 yield conform_batch(b, self.schema, where=repr(self.path))
 
-        def encode(b: pa.RecordBatch) -> EncodedBlocklet:
-            return encode_blocklet(
+        def encode(b: pa.RecordBatch) -> tuple[EncodedBlocklet, bytes | None]:
+            encoded = encode_blocklet(
                 b,
                 self.schema,
                 compression_level=self.compression_level,
                 codec=self.codec,
                 schemas1=self._schemas1,
             )
+            bloom = None if blooms is None else build_bloom_record(b, blooms.columns, blooms.fpp)
+            return encoded, bloom
 
         blocklets = split_into_blocklets(
             rebatch(conformed(), max_rows=max_rows, max_bytes=max_bytes),
             max_rows=max_rows,
             max_bytes=max_bytes,
         )
-        return [self._append_encoded(e) for e in ordered_map(encode, blocklets)]
+        out = []
+        for encoded, bloom in ordered_map(encode, blocklets):
+            meta = self._append_encoded(encoded)
+            out.append(meta if bloom is None else replace(meta, bloom=bloom))
+        return out
 
     def append_blocklet_bytes(self, data: bytes) -> tuple[int, int]:
         """Append blocklets copied verbatim from another file of the same schema.

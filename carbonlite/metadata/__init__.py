@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from carbonlite.metadata.actions import (
+    BLOOM_FORMAT_VERSION,
     DELETION_VECTOR_FORMAT_VERSION,
     LIVE_STATUSES,
     LOG_FORMAT_VERSION,
@@ -10,6 +11,9 @@ from carbonlite.metadata.actions import (
     Action,
     BlockletEntry,
     BlockletsAppended,
+    BloomFile,
+    BloomFiltersAdded,
+    BloomRef,
     CommitInfo,
     DeletionRef,
     FilesRemoved,
@@ -45,6 +49,7 @@ from carbonlite.metadata.requirements import (
 from carbonlite.metadata.snapshot import FileState, SegmentState, Snapshot
 
 __all__ = [
+    "BLOOM_FORMAT_VERSION",
     "DELETION_VECTOR_FORMAT_VERSION",
     "LIVE_STATUSES",
     "LOG_FORMAT_VERSION",
@@ -52,6 +57,9 @@ __all__ = [
     "Action",
     "BlockletEntry",
     "BlockletsAppended",
+    "BloomFile",
+    "BloomFiltersAdded",
+    "BloomRef",
     "CommitInfo",
     "DataUnchangedSince",
     "DeletionRef",

@@ -17,6 +17,7 @@ from carbonlite.format.stats import ColumnStats
 from carbonlite.metadata.columns import ColumnMapping, DroppedColumn
 
 __all__ = [
+    "BLOOM_FORMAT_VERSION",
     "DELETION_VECTOR_FORMAT_VERSION",
     "LIVE_STATUSES",
     "LOG_FORMAT_VERSION",
@@ -26,6 +27,9 @@ __all__ = [
     "Action",
     "BlockletEntry",
     "BlockletsAppended",
+    "BloomFile",
+    "BloomFiltersAdded",
+    "BloomRef",
     "CommitInfo",
     "DeletionRef",
     "FilesRemoved",
@@ -39,7 +43,7 @@ __all__ = [
     "TxnMarker",
 ]
 
-LOG_FORMAT_VERSION = 6
+LOG_FORMAT_VERSION = 7
 """Version of the log and table layout this library writes (and the newest it reads).
 
 1: the first layout. 2: every log version and checkpoint is sealed with a CRC-32C
@@ -55,7 +59,13 @@ hashes of published partitions and the publisher's state tables (``storeState``)
 raised to 5 by its first publish, and created at 5 when it is partitioned. 6: column ids
 (``metadata/columns.py``): each column has an id and a physical name in data files and
 statistics, so columns can be renamed, dropped and widened and have defaults without
-rewriting data; tables of older formats get ids from ``upgrade``."""
+rewriting data; tables of older formats get ids from ``upgrade``. 7: bloom filters of
+blocklets (``bloom_filter_columns``: the ``blooms`` of ``appendBlocklets``, the
+``addBloomFilters`` action, the files' blooms in checkpoints); a table is raised to 7 by the
+version that first asks for them."""
+
+BLOOM_FORMAT_VERSION = 7
+"""The first format whose blocklets may have bloom filters."""
 
 PARTITION_FORMAT_VERSION = 5
 """The first format version with partitions, content hashes and stored state."""
@@ -134,9 +144,37 @@ class BlockletEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class BloomRef:
+    """Where the bloom filters of one blocklet lie: ``length`` bytes at ``offset`` of the
+    bloom file ``path`` (docs/FORMAT.md, "Bloom filter files"), a record holding a filter of
+    each of ``columns`` (physical names)."""
+
+    blocklet: int
+    """Offset of the blocklet in its data file (what identifies it)."""
+    path: str
+    """The bloom file, relative to the table root."""
+    offset: int
+    length: int
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BloomFile:
+    """The bloom filters of blocklets of one data file, all in the bloom file ``path`` of
+    ``size`` bytes (written once, before the commit that names it). Each blocklet's record
+    replaces any it had."""
+
+    path: str
+    size: int
+    columns: tuple[str, ...]
+    filters: tuple[BloomRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class BlockletsAppended:
     """Blocklets appended to one file of a segment: the file's committed length moves
-    from ``start`` to ``end``. ``start == 0`` means the file is new."""
+    from ``start`` to ``end``. ``start == 0`` means the file is new. ``blooms``: the bloom
+    filters of (some of) those blocklets, when the table keeps them."""
 
     segment_id: str
     file: str
@@ -144,6 +182,7 @@ class BlockletsAppended:
     start: int
     end: int
     blocklets: tuple[BlockletEntry, ...]
+    blooms: tuple[BloomFile, ...] = ()
 
     @property
     def num_rows(self) -> int:
@@ -178,6 +217,15 @@ class RowsDeleted:
     @property
     def dv_file(self) -> str:
         return self.vectors[0].path
+
+
+@dataclass(frozen=True, slots=True)
+class BloomFiltersAdded:
+    """Bloom filters given to committed blocklets of one data file (``build_index``)."""
+
+    segment_id: str
+    file: str
+    blooms: BloomFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +306,7 @@ Action = (
     | SegmentStatusChanged
     | FilesRemoved
     | RowsDeleted
+    | BloomFiltersAdded
     | StateStored
     | TxnMarker
     | CommitInfo

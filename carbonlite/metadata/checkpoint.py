@@ -21,6 +21,8 @@ from carbonlite.metadata.actions import (
     LOG_FORMAT_VERSION,
     SEALED_FORMAT_VERSION,
     BlockletEntry,
+    BloomFile,
+    BloomRef,
     TableMetadata,
 )
 from carbonlite.metadata.blocklet_index import encode_blocklet_index
@@ -29,6 +31,8 @@ from carbonlite.metadata.manifest import ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.pmap import OrderedMap
 from carbonlite.metadata.seal import SealMismatchError, seal, unseal
 from carbonlite.metadata.serde import (
+    bloom_file_from_json,
+    bloom_file_to_json,
     deletion_ref_from_json,
     deletion_ref_to_json,
     dumps,
@@ -90,7 +94,47 @@ def _file_to_json(f: FileState) -> dict[str, Any]:
         out["deletion_version"] = f.deletion_version
         out["deletions"] = [deletion_ref_to_json(ref) for _, ref in f.deletion_items()]
         out["dv_files"] = dict(sorted(f.dv_files.items()))
+    if f.bloom_files:  # format 7: only files with bloom filters carry these
+        out["bloom_files"] = dict(sorted(f.bloom_files.items()))
+        out["blooms"] = _blooms_to_json(f)
     return out
+
+
+def _blooms_to_json(f: FileState) -> list[dict[str, Any]]:
+    """A file's bloom filter records in force, grouped by bloom file."""
+    groups: dict[str, BloomFile] = {}
+    for _, ref in sorted(f.blooms.items()):
+        g = groups.get(ref.path)
+        filters = (*g.filters, ref) if g is not None else (ref,)
+        groups[ref.path] = BloomFile(ref.path, f.bloom_files[ref.path], ref.columns, filters)
+    out = []
+    for g in groups.values():
+        body = bloom_file_to_json(g)
+        del body["size"]  # bloom_files has it
+        out.append(body)
+    return out
+
+
+def _bloom_state(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The bloom filter fields of a file's checkpoint entry, as ``FileState`` takes them."""
+    if "bloom_files" not in obj:
+        return {}
+    bloom_files = {str(p): int(n) for p, n in obj["bloom_files"].items()}
+    for path in bloom_files:
+        check_log_path(path, what="bloom filter file", where=where)
+    refs: list[BloomRef] = []
+    for group in obj["blooms"]:
+        size = bloom_files.get(str(group["path"]))
+        if size is None:
+            raise CorruptDataError(
+                f"bloom filters of {obj['path']!r} lie in a file the checkpoint does not list",
+                path=where,
+            )
+        refs.extend(bloom_file_from_json({**group, "size": size}).filters)
+    return {
+        "blooms": immutables.Map({r.blocklet: r for r in refs}),
+        "bloom_files": immutables.Map(bloom_files),
+    }
 
 
 def _deletion_state(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -342,6 +386,7 @@ def _file_state(f: dict[str, Any], sid: str, manifests: ManifestSet, where: str)
         source=manifests,
         counts=(f["rows"], f["blocklets"], int(f.get("bytes", 0))),
         **_deletion_state(f, where),
+        **_bloom_state(f, where),
     )
 
 

@@ -17,6 +17,8 @@ from carbonlite.errors import CorruptDataError
 from carbonlite.metadata.actions import (
     LIVE_STATUSES,
     BlockletEntry,
+    BloomFile,
+    BloomRef,
     DeletionRef,
     SegmentFormat,
     SegmentStatus,
@@ -31,6 +33,7 @@ __all__ = ["FileState", "SegmentState"]
 
 _NO_DELETIONS: immutables.Map[int, DeletionRef] = immutables.Map()
 _NO_DV_FILES: immutables.Map[str, int] = immutables.Map()
+_NO_BLOOMS: immutables.Map[int, BloomRef] = immutables.Map()
 
 
 class FileState:
@@ -45,13 +48,19 @@ class FileState:
     it deleted so far), ``num_deleted`` counts them, ``deletion_version`` is the version of
     the latest delete (0: none), and ``dv_files`` lists every deletion-vector file written for
     this file with its size (superseded ones too: time travel reads them), so ``clean``
-    deletes them with the data file."""
+    deletes them with the data file.
+
+    Bloom filters: ``blooms`` maps a blocklet's offset to where its filters lie, and
+    ``bloom_files`` lists every bloom file written for this file with its size (superseded
+    ones too), so ``clean`` deletes them with the data file."""
 
     __slots__ = (
         "_chain",
         "_entries",
         "_tail",
         "blocklet_bytes",
+        "bloom_files",
+        "blooms",
         "committed_length",
         "created_version",
         "deletion_version",
@@ -80,8 +89,12 @@ class FileState:
         deletions: immutables.Map[int, DeletionRef] = _NO_DELETIONS,
         deletion_version: int = 0,
         dv_files: immutables.Map[str, int] = _NO_DV_FILES,
+        blooms: immutables.Map[int, BloomRef] = _NO_BLOOMS,
+        bloom_files: immutables.Map[str, int] = _NO_DV_FILES,
     ) -> None:
         self.path = path
+        self.blooms = blooms
+        self.bloom_files = bloom_files
         self.deletions = deletions
         self.num_deleted = sum(ref.cardinality for ref in deletions.values())
         self.deletion_version = deletion_version
@@ -150,7 +163,7 @@ class FileState:
                 self.num_blocklets + len(more),
                 self.blocklet_bytes + sum(b.length for b in more),
             ),
-            **self._deletion_state(),
+            **self._side_state(),
         )
         out._chain = (self._chain, more) if more else self._chain
         out._tail = None if out._chain is not None else ()
@@ -167,21 +180,21 @@ class FileState:
             segment_id=self.segment_id,
             source=source,
             counts=(self.num_rows, self.num_blocklets, self.blocklet_bytes),
-            **self._deletion_state(),
+            **self._side_state(),
         )
 
-    def _deletion_state(self) -> dict[str, Any]:
+    def _side_state(self) -> dict[str, Any]:
+        """What lies beside the entries: deletion vectors and bloom filters."""
         return {
             "deletions": self.deletions,
             "deletion_version": self.deletion_version,
             "dv_files": self.dv_files,
+            "blooms": self.blooms,
+            "bloom_files": self.bloom_files,
         }
 
-    def with_deletions(
-        self, vectors: Iterable[DeletionRef], dv_file: str, size: int, version: int
-    ) -> FileState:
-        """This file with the given blocklets' deletion vectors replaced (``version``: the
-        commit; ``dv_file``: the file of ``size`` bytes the vectors lie in)."""
+    def _same_entries(self, **changes: Any) -> FileState:
+        """This file with the same entries and some of its side state replaced."""
         out = FileState(
             self.path,
             self.committed_length,
@@ -191,18 +204,40 @@ class FileState:
             segment_id=self.segment_id,
             source=self.source,
             counts=(self.num_rows, self.num_blocklets, self.blocklet_bytes),
-            deletions=self.deletions.update({ref.blocklet: ref for ref in vectors}),
-            deletion_version=version,
-            dv_files=self.dv_files.set(dv_file, size),
+            **(self._side_state() | changes),
         )
         out._chain = self._chain
         out._tail = self._tail
         out._entries = self._entries
         return out
 
+    def with_deletions(
+        self, vectors: Iterable[DeletionRef], dv_file: str, size: int, version: int
+    ) -> FileState:
+        """This file with the given blocklets' deletion vectors replaced (``version``: the
+        commit; ``dv_file``: the file of ``size`` bytes the vectors lie in)."""
+        return self._same_entries(
+            deletions=self.deletions.update({ref.blocklet: ref for ref in vectors}),
+            deletion_version=version,
+            dv_files=self.dv_files.set(dv_file, size),
+        )
+
+    def with_blooms(self, blooms: BloomFile) -> FileState:
+        """This file with the given blocklets' bloom filters replaced by those of ``blooms``."""
+        return self._same_entries(
+            blooms=self.blooms.update({ref.blocklet: ref for ref in blooms.filters}),
+            bloom_files=self.bloom_files.set(blooms.path, blooms.size),
+        )
+
     @property
     def live_rows(self) -> int:
         return self.num_rows - self.num_deleted
+
+    @property
+    def side_files(self) -> dict[str, int]:
+        """Every file written beside this one, with its size: deletion-vector and bloom
+        filter files (superseded ones too). ``clean`` deletes them with the data file."""
+        return {**self.dv_files, **self.bloom_files}
 
     def deletion_items(self) -> tuple[tuple[int, DeletionRef], ...]:
         """(blocklet offset, deletion vector) of every blocklet with deleted rows."""
@@ -222,6 +257,8 @@ class FileState:
             and self.deletions == other.deletions
             and self.deletion_version == other.deletion_version
             and self.dv_files == other.dv_files
+            and self.blooms == other.blooms
+            and self.bloom_files == other.bloom_files
         )
 
     __hash__ = None  # type: ignore[assignment]

@@ -16,6 +16,7 @@ import pyarrow as pa
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
 from carbonlite.format.stats import ColumnStats, stat_decoder, stat_to_json
 from carbonlite.metadata.actions import (
+    BLOOM_FORMAT_VERSION,
     DELETION_VECTOR_FORMAT_VERSION,
     LOG_FORMAT_VERSION,
     PARTITION_FORMAT_VERSION,
@@ -23,6 +24,9 @@ from carbonlite.metadata.actions import (
     Action,
     BlockletEntry,
     BlockletsAppended,
+    BloomFile,
+    BloomFiltersAdded,
+    BloomRef,
     CommitInfo,
     DeletionRef,
     FilesRemoved,
@@ -44,6 +48,8 @@ from carbonlite.metadata.schema_json import schema_from_json, schema_to_json
 from carbonlite.metadata.seal import SealMismatchError, seal, unseal
 
 __all__ = [
+    "bloom_file_from_json",
+    "bloom_file_to_json",
     "decode_actions",
     "decode_commit_info",
     "deletion_ref_from_json",
@@ -66,6 +72,7 @@ _KEYS = {
     SegmentStatusChanged: "setSegmentStatus",
     FilesRemoved: "removeFiles",
     RowsDeleted: "deleteRows",
+    BloomFiltersAdded: "addBloomFilters",
     StateStored: "storeState",
     TxnMarker: "txn",
     CommitInfo: "commitInfo",
@@ -75,6 +82,7 @@ _KEYS = {
 _SINCE_FORMAT = {
     "deleteRows": DELETION_VECTOR_FORMAT_VERSION,
     "storeState": PARTITION_FORMAT_VERSION,
+    "addBloomFilters": BLOOM_FORMAT_VERSION,
 }
 """Actions that appeared after format 1: the first table format allowed to hold them."""
 
@@ -183,6 +191,29 @@ def deletion_ref_from_json(obj: Any) -> DeletionRef:
     return DeletionRef(int(blocklet), str(path), int(offset), int(length), int(cardinality))
 
 
+def bloom_file_to_json(blooms: BloomFile) -> dict[str, Any]:
+    """A bloom file and the records in it, as ``appendBlocklets`` and ``addBloomFilters``
+    hold them (each record as ``[blocklet offset, offset, length]``)."""
+    return {
+        "path": blooms.path,
+        "size": blooms.size,
+        "columns": list(blooms.columns),
+        "filters": [[r.blocklet, r.offset, r.length] for r in blooms.filters],
+    }
+
+
+def bloom_file_from_json(obj: Mapping[str, Any]) -> BloomFile:
+    path, columns = str(obj["path"]), tuple(str(c) for c in obj["columns"])
+    return BloomFile(
+        path=path,
+        size=int(obj["size"]),
+        columns=columns,
+        filters=tuple(
+            BloomRef(int(b), path, int(o), int(n), columns) for b, o, n in obj["filters"]
+        ),
+    )
+
+
 # --- actions ---------------------------------------------------------------------------------
 
 
@@ -267,6 +298,8 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
             "end": action.end,
             "blocklets": [_blocklet_to_json(b, types) for b in action.blocklets],
         }
+        if action.blooms:
+            body["blooms"] = [bloom_file_to_json(b) for b in action.blooms]
     elif isinstance(action, SegmentStatusChanged):
         body = {"segment_id": action.segment_id, "status": action.status}
         if action.merged_into is not None:
@@ -279,6 +312,12 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
             "file": action.file,
             "size": action.size,
             "vectors": [deletion_ref_to_json(v) for v in action.vectors],
+        }
+    elif isinstance(action, BloomFiltersAdded):
+        body = {
+            "segment_id": action.segment_id,
+            "file": action.file,
+            "blooms": bloom_file_to_json(action.blooms),
         }
     elif isinstance(action, TxnMarker):
         body = {"app_id": action.app_id, "batch_id": action.batch_id}
@@ -343,6 +382,7 @@ def _action_from_json(key: str, body: Mapping[str, Any], decoders: _Decoders) ->
             start=body["start"],
             end=body["end"],
             blocklets=tuple(_blocklet_from_json(b, decoders) for b in body["blocklets"]),
+            blooms=tuple(bloom_file_from_json(b) for b in body.get("blooms", ())),
         )
     if key == "setSegmentStatus":
         return SegmentStatusChanged(
@@ -358,6 +398,12 @@ def _action_from_json(key: str, body: Mapping[str, Any], decoders: _Decoders) ->
             file=body["file"],
             vectors=tuple(deletion_ref_from_json(v) for v in body["vectors"]),
             size=int(body["size"]),
+        )
+    if key == "addBloomFilters":
+        return BloomFiltersAdded(
+            segment_id=body["segment_id"],
+            file=body["file"],
+            blooms=bloom_file_from_json(body["blooms"]),
         )
     if key == "txn":
         return TxnMarker(app_id=body["app_id"], batch_id=body["batch_id"])

@@ -15,11 +15,14 @@ import pyarrow as pa
 
 from carbonlite.errors import CorruptDataError, UnsupportedFormatError
 from carbonlite.metadata.actions import (
+    BLOOM_FORMAT_VERSION,
     DELETION_VECTOR_FORMAT_VERSION,
     LOG_FORMAT_VERSION,
     PARTITION_FORMAT_VERSION,
     Action,
     BlockletsAppended,
+    BloomFile,
+    BloomFiltersAdded,
     CommitInfo,
     FilesRemoved,
     RowsDeleted,
@@ -483,7 +486,45 @@ def _metadata(state: _Replay, action: TableMetadata) -> None:
 
 def _append_blocklets(state: _Replay, action: BlockletsAppended) -> None:
     seg = _append(state.segments, action, state.version, state.table)
+    for blooms in action.blooms:
+        seg = _with_blooms(state, seg, action.file, blooms)
     state.segments = state.segments.set(seg.segment_id, seg)
+
+
+def _add_blooms(state: _Replay, action: BloomFiltersAdded) -> None:
+    seg = _segment(state.segments, action.segment_id, state.version, state.table)
+    if action.file not in seg.files or not seg.is_live:
+        raise CorruptDataError(
+            f"{state.where} adds bloom filters to {action.file!r} of segment "
+            f"{seg.segment_id!r}, which readers do not see "
+            f"({'no such file' if action.file not in seg.files else seg.status})"
+        )
+    seg = _with_blooms(state, seg, action.file, action.blooms)
+    state.segments = state.segments.set(seg.segment_id, seg)
+
+
+def _with_blooms(state: _Replay, seg: SegmentState, file: str, blooms: BloomFile) -> SegmentState:
+    if state.metadata.format_version < BLOOM_FORMAT_VERSION:
+        raise CorruptDataError(
+            f"{state.where} gives bloom filters to {file!r}, but the table's format "
+            f"{state.metadata.format_version} has none ({BLOOM_FORMAT_VERSION} and later)"
+        )
+    check_log_path(blooms.path, what="bloom filter file", where=state.where)
+    f = seg.files[file]
+    for ref in blooms.filters:
+        if (
+            ref.path != blooms.path
+            or not 0 <= ref.blocklet < f.committed_length
+            or ref.offset < 0
+            or ref.length <= 0
+            or ref.offset + ref.length > blooms.size
+        ):
+            raise CorruptDataError(
+                f"{state.where} lists bloom filters of {file!r} (blocklet at {ref.blocklet}, "
+                f"{ref.length} bytes at {ref.offset} of {ref.path!r}) that do not fit the file "
+                f"({f.committed_length} bytes) or its bloom file ({blooms.size} bytes)"
+            )
+    return seg.with_file(f.with_blooms(blooms))
 
 
 def _nothing(state: _Replay, action: CommitInfo) -> None:
@@ -496,6 +537,7 @@ _HANDLERS: dict[type, Callable[[_Replay, Any], None]] = {
     SegmentStatusChanged: _set_status,
     FilesRemoved: _remove_files,
     RowsDeleted: _delete_rows,
+    BloomFiltersAdded: _add_blooms,
     StateStored: _store_state,
     TxnMarker: _txn,
     TableMetadata: _metadata,

@@ -14,10 +14,18 @@ import numpy as np
 import pyarrow as pa
 
 from carbonlite.errors import SchemaMismatchError
-from carbonlite.metadata import BlockletEntry, DeletionRef, FileState, SegmentState, Snapshot
+from carbonlite.metadata import (
+    BlockletEntry,
+    BloomRef,
+    DeletionRef,
+    FileState,
+    SegmentState,
+    Snapshot,
+)
 from carbonlite.metadata.blocklet_index import entries_table
 from carbonlite.metadata.columns import IDENTITY, ColumnLayout
 from carbonlite.metadata.manifest import ManifestSet
+from carbonlite.reader.bloom_prune import BloomPruner, bloom_clauses
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.partition_prune import pruned_segments
 from carbonlite.reader.predicate import Predicate, can_match, renamed
@@ -103,6 +111,14 @@ class ScanPlan:
     bytes_selected: int
     layout: ColumnLayout = IDENTITY
     """Where the table's columns lie in data files (``metadata/columns.py``)."""
+    blocklets_pruned_by_partition: int = 0
+    """Blocklets of segments whose partition cannot match the filter."""
+    blocklets_pruned_by_stats: int = 0
+    """Blocklets whose min/max/null statistics (or their manifest's) rule the filter out."""
+    blocklets_pruned_by_bloom: int = 0
+    """Blocklets min/max left that their bloom filters rule out (``bloom_filter_columns``)."""
+    blocklets_bloom_unreadable: int = 0
+    """Blocklets whose bloom filters could not be used (damaged or gone): read, not pruned."""
 
     @property
     def blocklets_pruned(self) -> int:
@@ -140,12 +156,15 @@ def plan_scan(
     columns: Sequence[str] | None,
     filter: Filter | None,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    blooms: BloomPruner | None = None,
 ) -> ScanPlan:
     """Every live blocklet whose statistics allow a match, grouped into splits.
 
     Pruning is columnar: whole manifests are skipped by their summary statistics, and the
     entries of the others are matched with Arrow compute (``prune_arrays``); only the
-    selected blocklets become objects."""
+    selected blocklets become objects. With ``blooms`` (which reads the table's bloom
+    files), equality and membership tests also prune by bloom filters
+    (``reader/bloom_prune.py``)."""
     schema = project_schema(snapshot.schema, columns, where=repr(snapshot.table_path))
     types = {f.name: f.type for f in snapshot.physical_schema}
     predicate = filter.predicate if filter is not None else None
@@ -181,6 +200,16 @@ def plan_scan(
     if tails:
         tail_table = entries_table(tails, snapshot.physical_schema)
         chunks.append(_select(tail_table, live, predicate, types, source=None))
+    after_stats = sum(len(c[0]) for c in chunks)
+    unreadable = 0
+    if blooms is not None and predicate is not None:
+        before = blooms.unreadable
+        chunks = _bloom_pruned(chunks, live, predicate, types, blooms)
+        unreadable = blooms.unreadable - before
+    after_bloom = sum(len(c[0]) for c in chunks)
+    by_partition = sum(
+        seg.num_blocklets for seg in snapshot.live_segments() if seg.segment_id in pruned
+    )
     splits = _splits(chunks, live, split_bytes)
     return ScanPlan(
         version=snapshot.version,
@@ -192,7 +221,38 @@ def plan_scan(
         bytes_total=bytes_total,
         bytes_selected=sum(s.num_bytes for s in splits),
         layout=snapshot.layout,
+        blocklets_pruned_by_partition=by_partition,
+        blocklets_pruned_by_stats=total - by_partition - after_stats,
+        blocklets_pruned_by_bloom=after_stats - after_bloom,
+        blocklets_bloom_unreadable=unreadable,
     )
+
+
+def _bloom_pruned(
+    chunks: list[_Chunk],
+    live: dict[str, tuple[int, SegmentState, FileState]],
+    predicate: Predicate,
+    types: dict[str, pa.DataType],
+    blooms: BloomPruner,
+) -> list[_Chunk]:
+    """``chunks`` less the blocklets whose bloom filters rule ``predicate`` out."""
+    by_number = {n: f for n, _, f in live.values() if f.blooms}
+    if not by_number:
+        return chunks
+    clauses = bloom_clauses(predicate, frozenset(types))
+    if not clauses:
+        return chunks
+    out = []
+    for chunk in chunks:
+        files, offsets = chunk[0], chunk[1]
+        refs: list[tuple[BloomRef, int] | None] = []
+        for n, offset in zip(files.tolist(), offsets.tolist(), strict=True):
+            f = by_number.get(n)
+            ref = f.blooms.get(offset) if f is not None else None
+            refs.append(None if ref is None else (ref, f.bloom_files[ref.path]))  # type: ignore[union-attr]
+        keep = blooms.may_match(clauses, refs, types)
+        out.append((chunk[0][keep], chunk[1][keep], chunk[2][keep], chunk[3][keep]))
+    return out
 
 
 def _totals(snapshot: Snapshot) -> tuple[int, int]:

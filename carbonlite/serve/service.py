@@ -56,6 +56,7 @@ from carbonlite.errors import (
 )
 from carbonlite.metadata import TxnMovedError
 from carbonlite.metadata.columns import layout_of, present_names
+from carbonlite.reader.bloom_prune import bloom_pruner
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -519,7 +520,12 @@ class FlightService(flight.FlightServerBase):
         mark = self.buffer.mark()  # before the version: a later commit may be missing from it
         snap = table.snapshot(request.version)  # refreshed: the latest, unless asked
         parsed = parse_filter(request.filter, snap.schema, where=repr(request.table))
-        plan = plan_scan(snap, columns=request.columns, filter=parsed)
+        plan = plan_scan(
+            snap,
+            columns=request.columns,
+            filter=parsed,
+            blooms=bloom_pruner(table.storage, table.root),
+        )
         if request.version is not None or table.primary_key:
             # time travel reads committed rows only; a primary-key table's buffered puts are
             # upserts, shown once committed (docs/SERVE.md)

@@ -248,7 +248,7 @@ def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
     log_at_info()
     LOG.info(
         "carbonlite scan of %s at version %d: %d of %d blocklets selected (%d of %d bytes), "
-        "%d pruned; filter %s",
+        "%d pruned (%d by bloom filters); filter %s",
         what,
         plan.version,
         plan.blocklets_selected,
@@ -256,6 +256,7 @@ def log_plan(what: str, plan: ScanPlan, filter: pc.Expression | None) -> None:
         plan.bytes_selected,
         plan.bytes_total,
         plan.blocklets_pruned,
+        plan.blocklets_pruned_by_bloom,
         filter if filter is not None else NO_FILTER_HINT,
     )
 

@@ -60,6 +60,7 @@ from carbonlite.writer.batches import (
     iter_record_batches,
     merged_schema,
 )
+from carbonlite.writer.bloom_files import bloom_spec
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.partition_rows import PartitionRows, partition_spec, route_rows
 from carbonlite.writer.schema_changes import adding_columns
@@ -566,6 +567,7 @@ class TableWriter:
                 max_rows=props.blocklet_max_rows,
                 max_bytes=props.blocklet_max_bytes,
                 layout=layout,
+                blooms=bloom_spec(snapshot.properties, schema, layout),
             )
             if appended is None:
                 continue
@@ -658,6 +660,16 @@ class TableWriter:
                     "operation again"
                 )
         for a in pending.appends:
+            for b in a.blooms:
+                try:
+                    size = self.storage.size(self.storage.join(self.root, b.path))
+                except FileNotFoundError:
+                    size = -1
+                if size != b.size:
+                    raise CommitConflictError(
+                        f"bloom filter file {b.path!r} was removed or changed before its commit "
+                        "(by recover with a small min_age?); nothing was committed, append again"
+                    )
             path = self.storage.join(self.root, a.file)
             try:
                 size = self.storage.size(path)

@@ -25,6 +25,7 @@ from carbonlite.errors import CarbonLiteError, CommitConflictError
 from carbonlite.metadata import BlockletsAppended, Log
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import WRITER_LOCK_TIMEOUT, lock_path
+from carbonlite.writer.bloom_files import discard_blooms
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.partition_files import PartitionFile, write_partition_files
 from carbonlite.writer.replace_where import checked_batches
@@ -125,6 +126,7 @@ def _write(
         max_rows=plan.blocklet_max_rows,
         max_bytes=plan.blocklet_max_bytes,
         layout=plan.layout,
+        blooms=plan.blooms,
     )
 
 
@@ -195,3 +197,5 @@ def abort_parts(plan: WritePlan, parts: Sequence[BlockletsAppended | None]) -> N
                 storage.truncate(path, committed)
         except OSError:
             pass
+        if committed <= a.start:  # not committed: nothing names its bloom files
+            discard_blooms(storage, root, a.blooms)

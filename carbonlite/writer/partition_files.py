@@ -19,6 +19,7 @@ from carbonlite.format.row_hash import ContentSums, content_sums
 from carbonlite.metadata import BlockletsAppended
 from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.storage import open_storage
+from carbonlite.writer.bloom_files import discard_blooms
 from carbonlite.writer.partition_rows import partition_key
 from carbonlite.writer.stream_file import write_blocklets
 from carbonlite.writer.write_plan import WritePlan
@@ -86,13 +87,19 @@ def write_partition_files(
             max_rows=plan.blocklet_max_rows,
             max_bytes=plan.blocklet_max_bytes,
             layout=plan.layout,
+            blooms=plan.blooms,
         )
         if appended is None:
             return
         written[key] = (
             appended
             if before is None
-            else replace(before, end=appended.end, blocklets=before.blocklets + appended.blocklets)
+            else replace(
+                before,
+                end=appended.end,
+                blocklets=before.blocklets + appended.blocklets,
+                blooms=before.blooms + appended.blooms,
+            )
         )
 
     # the Spark sink takes a DataFrame without some nullable columns (spark/sink.py)
@@ -118,3 +125,4 @@ def discard_files(plan: WritePlan, appends: Iterable[BlockletsAppended]) -> None
     for a in appends:
         with contextlib.suppress(OSError):
             storage.delete(storage.join(root, a.file))
+        discard_blooms(storage, root, a.blooms)

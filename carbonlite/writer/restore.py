@@ -37,6 +37,8 @@ from carbonlite.metadata import (
     Action,
     BlockletEntry,
     BlockletsAppended,
+    BloomFile,
+    BloomRef,
     CommitInfo,
     DataUnchangedSince,
     DeletionRef,
@@ -165,6 +167,19 @@ def _copy_deletions(
     return RowsDeleted(copied.segment_id, copied.file, tuple(refs), size)
 
 
+def _blooms(f: FileState, run: Sequence[BlockletEntry]) -> tuple[BloomFile, ...]:
+    """The bloom filters of ``run`` (blocklets of ``f``), by bloom file."""
+    groups: dict[str, list[BloomRef]] = {}
+    for b in run:
+        ref = f.blooms.get(b.offset)
+        if ref is not None:
+            groups.setdefault(ref.path, []).append(ref)
+    return tuple(
+        BloomFile(path, f.bloom_files[path], refs[0].columns, tuple(refs))
+        for path, refs in groups.items()
+    )
+
+
 def _chunks(entries: Sequence[BlockletEntry]) -> Iterator[tuple[BlockletEntry, ...]]:
     """Runs of blocklets spanning at most :data:`COPY_CHUNK_BYTES` (one blocklet at least)."""
     run: list[BlockletEntry] = []
@@ -205,7 +220,9 @@ def _copy_segment(
             with BlockletFileReader(source_uri, storage_options=storage_options) as reader:
                 schema = reader.schema
             sources = [
-                BlockletsAppended(old.segment_id, f.path, run[0].offset, run[-1].end, run)
+                BlockletsAppended(
+                    old.segment_id, f.path, run[0].offset, run[-1].end, run, _blooms(f, run)
+                )
                 for run in _chunks(entries)
             ]
             copied = copy_blocklets(

@@ -40,6 +40,7 @@ from carbonlite.metadata import (
     TxnNotCommitted,
 )
 from carbonlite.metadata.commit import backoff
+from carbonlite.reader.bloom_prune import bloom_pruner
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
@@ -203,7 +204,9 @@ def select_rows(
 ) -> tuple[Selection, list[pa.RecordBatch]]:
     """The live rows ``filter`` keeps (every live row when None): their positions, and the
     rows themselves in ``columns`` (None: every column; [] : none, positions only)."""
-    plan = plan_scan(snapshot, columns=columns, filter=filter)
+    plan = plan_scan(
+        snapshot, columns=columns, filter=filter, blooms=bloom_pruner(reader.storage, reader.root)
+    )
     selection = Selection(snapshot)
     batches = []
     for split, blocklet, batch in read_positions(reader, plan.splits, plan.schema, filter):

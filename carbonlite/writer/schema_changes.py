@@ -35,6 +35,7 @@ from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.metadata.schema_json import type_to_json
 from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.names import column_name_problems
+from carbonlite.properties import TableProperties
 from carbonlite.reader.changes import reserved_name_problems
 from carbonlite.writer.table_metadata import MetadataCommit
 
@@ -86,6 +87,24 @@ def _roles(metadata: TableMetadata) -> dict[str, str]:
     return roles
 
 
+def _bloom_columns_renamed(
+    metadata: TableMetadata, names: Mapping[str, str | None]
+) -> dict[str, str]:
+    """The table's properties with ``bloom_filter_columns`` following renamed columns
+    (``names``: old name -> new name) and dropped ones (-> None)."""
+    properties = dict(metadata.properties)
+    listed = TableProperties(properties).bloom_filter_columns
+    if not any(c in names for c in listed):
+        return properties
+    kept = [names.get(c, c) for c in listed]
+    remaining = [c for c in kept if c is not None]
+    if remaining:
+        properties["bloom_filter_columns"] = ",".join(remaining)
+    else:
+        del properties["bloom_filter_columns"]
+    return properties
+
+
 def _commit(
     before: TableMetadata, after: TableMetadata, operation: str, parameters: Mapping[str, str]
 ) -> MetadataCommit:
@@ -134,6 +153,7 @@ def renaming_column(snapshot: Snapshot, old: str, new: str, *, where: str) -> Me
         sort_columns=swap(metadata.sort_columns),
         primary_key=swap(metadata.primary_key),
         partition_by=partition_by,
+        properties=_bloom_columns_renamed(metadata, {old: new}),
     )
     PartitionSpec.parse(list(after.partition_by), after.schema)  # still names its columns
     return _commit(snapshot.metadata, after, "RENAME COLUMN", {"column": old, "new_name": new})
@@ -177,6 +197,7 @@ def dropping_columns(snapshot: Snapshot, names: Sequence[str], *, where: str) ->
         ),
         columns=tuple(c for i, c in enumerate(metadata.columns) if i not in gone),
         dropped=(*metadata.dropped, *dropped),
+        properties=_bloom_columns_renamed(metadata, dict.fromkeys(names)),
     )
     return _commit(snapshot.metadata, after, "DROP COLUMNS", {"columns": ",".join(names)})
 

@@ -14,10 +14,12 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.format import BlockletFileWriter, BlockletMeta
+from carbonlite.format.bloom import BloomSpec
 from carbonlite.format.pages import PageCodec
-from carbonlite.metadata.actions import BlockletEntry, BlockletsAppended
+from carbonlite.metadata.actions import BlockletEntry, BlockletsAppended, BloomRef
 from carbonlite.metadata.columns import IDENTITY, ColumnLayout
 from carbonlite.storage import Storage
+from carbonlite.writer.bloom_files import blooms_of, copy_blooms
 
 __all__ = ["copy_blocklets", "to_entry", "write_blocklets"]
 
@@ -51,12 +53,14 @@ def write_blocklets(
     max_rows: int,
     max_bytes: int,
     layout: ColumnLayout = IDENTITY,
+    blooms: BloomSpec | None = None,
 ) -> BlockletsAppended | None:
     """Append ``batches`` as blocklets to ``file`` (relative to ``root``) after its committed
     length, pages compressed with ``codec`` (the table's ``stream_codec``; ``compression_level``
     for zstd); None when there were no rows (nothing written, file untouched). ``schema`` and
     ``batches`` have the table's column names; the file gets their physical names
-    (``layout``, ``metadata/columns.py``), and so do the blocklets' statistics."""
+    (``layout``, ``metadata/columns.py``), and so do the blocklets' statistics. With
+    ``blooms`` (physical names), their bloom filters go into a bloom file beside it."""
     schema = layout.file_schema(schema)
     batches = iter(batches) if layout.is_identity else map(layout.to_file, batches)
     first = next((b for b in batches if b.num_rows), None)
@@ -80,7 +84,7 @@ def write_blocklets(
             yield first
             yield from batches
 
-        metas = writer.write(all_batches(), max_rows=max_rows, max_bytes=max_bytes)
+        metas = writer.write(all_batches(), max_rows=max_rows, max_bytes=max_bytes, blooms=blooms)
     finally:
         writer.close()
     return BlockletsAppended(
@@ -89,6 +93,7 @@ def write_blocklets(
         start=committed_length,
         end=writer.length,
         blocklets=tuple(to_entry(m) for m in metas),
+        blooms=blooms_of(storage, root, file, metas, blooms),
     )
 
 
@@ -116,6 +121,7 @@ def copy_blocklets(
         storage_options=storage_options,
     )
     entries: list[BlockletEntry] = []
+    moved: list[tuple[BloomRef, int]] = []
     try:
         for source in sources:
             first, last = source.blocklets[0].offset, source.blocklets[-1].end
@@ -126,6 +132,7 @@ def copy_blocklets(
                 BlockletEntry(b.offset + shift, b.length, b.num_rows, b.stats)
                 for b in source.blocklets
             )
+            moved.extend((ref, ref.blocklet + shift) for bf in source.blooms for ref in bf.filters)
     finally:
         writer.close()
     return BlockletsAppended(
@@ -134,4 +141,5 @@ def copy_blocklets(
         start=committed_length,
         end=writer.length,
         blocklets=tuple(entries),
+        blooms=copy_blooms(storage, root, file, moved),
     )

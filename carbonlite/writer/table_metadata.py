@@ -22,8 +22,10 @@ from carbonlite.metadata import (
     Snapshot,
     TableMetadata,
 )
-from carbonlite.metadata.columns import stamped
-from carbonlite.properties import PROPERTIES, validate_properties
+from carbonlite.metadata.actions import BLOOM_FORMAT_VERSION
+from carbonlite.metadata.columns import COLUMN_ID_FORMAT_VERSION, stamped
+from carbonlite.properties import PROPERTIES, TableProperties, validate_properties
+from carbonlite.writer.bloom_files import check_bloom_columns
 
 __all__ = ["MetadataCommit", "with_properties", "without_properties"]
 
@@ -73,9 +75,22 @@ def with_properties(snapshot: Snapshot, properties: Mapping[str, str]) -> Metada
     merged = {**snapshot.properties, **checked}
     if merged == dict(snapshot.properties):
         return None
+    check_bloom_columns(merged, snapshot.schema, where=snapshot.table_path)
+    after = dataclasses.replace(snapshot.metadata, properties=merged)
+    if TableProperties(merged).bloom_filter_columns:  # blooms came with format 7
+        if after.format_version < COLUMN_ID_FORMAT_VERSION:
+            raise InvalidOptionError(
+                f"{snapshot.table_path!r} is of log format {after.format_version}; bloom filters "
+                f"need format {BLOOM_FORMAT_VERSION} and are set on tables of format "
+                f"{COLUMN_ID_FORMAT_VERSION} or later: run `carbonlite upgrade` (Table.upgrade) "
+                "first"
+            )
+        after = dataclasses.replace(
+            after, format_version=max(after.format_version, BLOOM_FORMAT_VERSION)
+        )
     return MetadataCommit(
         snapshot.metadata,
-        dataclasses.replace(snapshot.metadata, properties=merged),
+        after,
         operation="SET PROPERTIES",
         parameters={k: checked[k] for k in sorted(checked)},
     )

@@ -10,10 +10,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonlite.format.bloom import BloomSpec
 from carbonlite.format.pages import PageCodec
 from carbonlite.metadata.actions import TableMetadata
 from carbonlite.metadata.columns import IDENTITY, ColumnLayout, layout_of
 from carbonlite.writer.batches import conformed_batches
+from carbonlite.writer.bloom_files import bloom_spec
 
 __all__ = ["WritePlan", "part_file"]
 
@@ -60,6 +62,13 @@ class WritePlan:
     @property
     def layout(self) -> ColumnLayout:
         return IDENTITY if self.metadata is None else layout_of(self.metadata)
+
+    @property
+    def blooms(self) -> BloomSpec | None:
+        """The bloom filters workers build (the table's ``bloom_filter_columns``)."""
+        if self.metadata is None:
+            return None
+        return bloom_spec(self.metadata.properties, self.schema, self.layout)
 
     def conformed(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """A worker's ``batches`` in the table's shape: the Spark sink takes a DataFrame

@@ -12,8 +12,9 @@ of a table and of an iterable of batches, a transaction marker, ``add_columns``,
 an append leaving out nullable columns, a transaction-only commit, row-level deletes, an
 update and a merge (format 4: deletion vectors, some of them in a checkpoint), partitions
 by ``bucket(2, id)`` with publishes, content hashes and a stored state (format 5), a
-rename, a drop, two widenings, a column with a default and a handoff after them (format 6), and
-checkpoints (every 4 versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
+rename, a drop, two widenings, a column with a default and a handoff after them (format 6),
+bloom filters built for existing blocklets, written with new ones and extended to a second
+column (format 7), and checkpoints (every 4 versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
 """
 
 from __future__ import annotations
@@ -138,6 +139,13 @@ def build(path: Path) -> None:
     t.append(later)  # 22: rank filled with its default
     t.finish_streaming()  # 23
     t.handoff()  # 24: older files written again under the new schema
+    if LOG_FORMAT_VERSION < 7:
+        return
+    t.build_index(["id"])  # 25: bloom filters of every live blocklet; bloom_filter_columns set
+    t.append(rows_after_changes(range(400, 406)))  # 26: blocklets written with their filters
+    t.finish_streaming()  # 27
+    t.handoff()  # 28: the handed-off blocklets get filters too
+    t.build_index(["label"])  # 29: a second column: every record written again with both
 
 
 def rows_after_changes(ids: range) -> pa.Table:

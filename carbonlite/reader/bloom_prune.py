@@ -1,0 +1,289 @@
+"""Pruning blocklets with their bloom filters: what min/max cannot do for unordered values.
+
+A filter's conjuncts of the form ``column == v``, ``column.isin([...])`` and ORs of them on
+columns with bloom filters are tested against each blocklet min/max left; a blocklet whose
+filters hold none of a conjunct's values is skipped. A filter never proves presence, only
+absence, so pruning stays exact: a false positive costs a read, never a row.
+
+A blocklet's filter is used only when it was built over the same *hash domain* as the
+column has now (:func:`bloom_domain`: integer widths share one, a widened decimal of the
+same byte width too); the literal is converted to the column's type exactly, and anything
+that cannot be converted exactly, a filter that is missing or damaged, or a bloom file that
+cannot be read, leaves the blocklet in (the scan reads it). Bloom files are immutable, so
+they are read once per process (:class:`BloomFileCache`) in one request each.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.types as pat
+
+from carbonlite.errors import CarbonLiteError, CorruptDataError
+from carbonlite.format.bloom import (
+    BLOOM_FILE_MAGIC,
+    ColumnBloom,
+    bloom_domain,
+    bloom_hashes,
+    decode_bloom_record,
+    probe_any,
+)
+from carbonlite.metadata import BloomRef
+from carbonlite.reader.predicate import And, Compare, IsIn, Or, Predicate
+from carbonlite.storage import Storage
+
+__all__ = ["BloomFileCache", "BloomPruner", "bloom_clauses", "bloom_pruner"]
+
+_logger = logging.getLogger(__name__)
+
+_NS_PER = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+_DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Leaf:
+    column: str
+    values: tuple[Any, ...]
+
+
+_Clause = tuple[_Leaf, ...]
+"""Leaves ORed together: the clause is false for a blocklet when every leaf is."""
+
+
+def _leaf(p: Predicate, columns: frozenset[str]) -> _Leaf | None:
+    if isinstance(p, Compare) and p.op == "==" and p.column in columns:
+        return _Leaf(p.column, (p.value,))
+    if isinstance(p, IsIn) and p.column in columns and not p.nulls_may_match:
+        if p.nans_may_match:
+            return None
+        return _Leaf(p.column, p.values)
+    return None
+
+
+def _or_leaves(p: Predicate, columns: frozenset[str]) -> list[_Leaf] | None:
+    if isinstance(p, Or):
+        out: list[_Leaf] = []
+        for q in p.parts:
+            more = _or_leaves(q, columns)
+            if more is None:
+                return None
+            out.extend(more)
+        return out
+    leaf = _leaf(p, columns)
+    return None if leaf is None else [leaf]
+
+
+def bloom_clauses(predicate: Predicate | None, columns: frozenset[str]) -> list[_Clause]:
+    """The conjuncts of ``predicate`` that bloom filters of ``columns`` can refute: each an
+    equality or membership test, or an OR of them."""
+    if predicate is None or not columns:
+        return []
+    parts = predicate.parts if isinstance(predicate, And) else (predicate,)
+    out = []
+    for part in parts:
+        if isinstance(part, And):
+            out.extend(bloom_clauses(part, columns))
+            continue
+        leaves = _or_leaves(part, columns)
+        if leaves:
+            out.append(tuple(leaves))
+    return out
+
+
+# --- literals as the column's type ------------------------------------------------------------
+
+
+class _Inexact(Exception):
+    """A literal that cannot be put in the column's type exactly: the filter is not used."""
+
+
+def _integer_array(values: Sequence[Any]) -> pa.Array:
+    if any(not isinstance(v, int) or isinstance(v, bool) for v in values):
+        raise _Inexact
+    if all(-(1 << 63) <= v < (1 << 63) for v in values):
+        return pa.array(values, pa.int64())
+    if all(0 <= v < (1 << 64) for v in values):
+        return pa.array(values, pa.uint64())
+    # values beyond 64 bits equal no row: hash the rest (both halves hash alike)
+    small = [v for v in values if -(1 << 63) <= v < (1 << 63)]
+    large = [v for v in values if (1 << 63) <= v < (1 << 64)]
+    return pa.chunked_array(
+        [pa.array(small, pa.int64()), pa.array(large, pa.uint64()).cast(pa.int64(), safe=False)]
+    ).combine_chunks()
+
+
+def _raw(value: Any, per: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value % per:
+        raise _Inexact
+    return value // per
+
+
+def literal_hashes(values: Sequence[Any], column_type: pa.DataType) -> npt.NDArray[np.uint64]:
+    """The bloom hashes of predicate literals (in the comparable domain of
+    ``reader/predicate.py``) put in ``column_type``; raises ``_Inexact``."""
+    t = column_type.value_type if pat.is_dictionary(column_type) else column_type
+    if pat.is_integer(t):
+        array = _integer_array(values)
+    elif pat.is_timestamp(t) or pat.is_time(t) or pat.is_duration(t):
+        array = pa.array([_raw(v, _NS_PER[t.unit]) for v in values], pa.int64())
+    elif pat.is_date32(t):
+        array = pa.array([_raw(v, _DAY_MS) for v in values], pa.int64())
+    elif pat.is_date64(t):
+        array = pa.array([_raw(v, 1) for v in values], pa.int64())
+    elif pat.is_floating(t):
+        if any(not isinstance(v, float) for v in values):
+            raise _Inexact
+        array = pa.array(values, pa.float64())
+    elif pat.is_decimal(t):
+        if any(not isinstance(v, (Decimal, int)) or isinstance(v, bool) for v in values):
+            raise _Inexact
+        try:
+            array = pa.array([Decimal(v) for v in values], t)
+        except (pa.ArrowException, ValueError, ArithmeticError):
+            raise _Inexact from None
+    elif pat.is_string(t) or pat.is_large_string(t) or pat.is_string_view(t):
+        if any(not isinstance(v, str) for v in values):
+            raise _Inexact
+        array = pa.array(values, pa.large_string())
+    elif pat.is_binary(t) or pat.is_large_binary(t) or pat.is_binary_view(t):
+        if any(not isinstance(v, bytes) for v in values):
+            raise _Inexact
+        array = pa.array(values, pa.large_binary())
+    elif pat.is_fixed_size_binary(t):
+        if any(not isinstance(v, bytes) for v in values):
+            raise _Inexact
+        array = pa.array([v for v in values if len(v) == t.byte_width], t)
+    else:
+        raise _Inexact
+    return bloom_hashes(array)
+
+
+# --- reading bloom files ---------------------------------------------------------------------
+
+
+class BloomFileCache:
+    """Decoded bloom files, each read once (one request) and kept while the cache holds
+    fewer than ``max_bytes``: they never change once written."""
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._files: OrderedDict[str, bytes | None] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def read(self, key: str, size: int, fetch: Callable[[], bytes]) -> bytes | None:
+        """The bytes of the bloom file ``key`` of ``size`` bytes; None when it cannot be read
+        or is not a bloom file (its blocklets are then read, not pruned)."""
+        with self._lock:
+            if key in self._files:
+                self._files.move_to_end(key)
+                return self._files[key]
+        try:
+            data: bytes | None = fetch()
+        except (OSError, CarbonLiteError) as exc:
+            _logger.warning(
+                "bloom filter file %s cannot be read (%s): not pruning with it", key, exc
+            )
+            data = None
+        if data is not None and (len(data) != size or not data.startswith(BLOOM_FILE_MAGIC)):
+            _logger.warning("bloom filter file %s is damaged: not pruning with it", key)
+            data = None
+        with self._lock:
+            self._files[key] = data
+            self._bytes += len(data or b"")
+            while self._bytes > self.max_bytes and len(self._files) > 1:
+                _, old = self._files.popitem(last=False)
+                self._bytes -= len(old or b"")
+        return data
+
+
+SHARED_CACHE = BloomFileCache()
+
+
+@dataclass
+class BloomPruner:
+    """Tests blocklets against the bloom filters of one table (``read(path)`` reads a file
+    of it, relative to its root; ``table`` names it in the cache)."""
+
+    table: str
+    read: Callable[[str], bytes]
+    cache: BloomFileCache = field(default_factory=lambda: SHARED_CACHE)
+    unreadable: int = 0
+    """Blocklets whose filter could not be used because its bytes are damaged or gone."""
+
+    def record(self, ref: BloomRef, size: int) -> Mapping[str, ColumnBloom] | None:
+        data = self.cache.read(f"{self.table}\0{ref.path}", size, lambda: self.read(ref.path))
+        if data is None:
+            self.unreadable += 1
+            return None
+        try:
+            return decode_bloom_record(
+                memoryview(data)[ref.offset : ref.offset + ref.length], where=ref.path
+            )
+        except CorruptDataError as exc:
+            _logger.warning("%s: not pruning with it", exc)
+            self.unreadable += 1
+            return None
+
+    def may_match(
+        self,
+        clauses: Sequence[_Clause],
+        blocklets: Sequence[tuple[BloomRef, int] | None],
+        types: Mapping[str, pa.DataType],
+    ) -> npt.NDArray[np.bool_]:
+        """For each blocklet (its filters' ref and the size of their file; None: it has
+        none): False when some clause is false for it."""
+        n = len(blocklets)
+        keep = np.ones(n, dtype=np.bool_)
+        if not clauses or n == 0:
+            return keep
+        records = [None if b is None else self.record(*b) for b in blocklets]
+        for clause in clauses:
+            may = np.zeros(n, dtype=np.bool_)
+            for leaf in clause:
+                may |= self._leaf(leaf, records, types.get(leaf.column))
+            keep &= may
+        return keep
+
+    def _leaf(
+        self,
+        leaf: _Leaf,
+        records: Sequence[Mapping[str, ColumnBloom] | None],
+        column_type: pa.DataType | None,
+    ) -> npt.NDArray[np.bool_]:
+        n = len(records)
+        may = np.ones(n, dtype=np.bool_)
+        if column_type is None:
+            return may
+        domain = bloom_domain(column_type)
+        try:
+            hashes = literal_hashes(leaf.values, column_type)
+        except _Inexact:
+            return may
+        usable = [
+            i
+            for i, r in enumerate(records)
+            if r is not None and (b := r.get(leaf.column)) is not None and b.type == domain
+        ]
+        if not usable:
+            return may
+        filters = [records[i][leaf.column].filter for i in usable]  # type: ignore[index]
+        blocks = np.array([f.num_blocks for f in filters], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(blocks[:-1] * 8)]).astype(np.int64)
+        words = np.concatenate([f.words for f in filters])
+        may[np.array(usable, dtype=np.int64)] = probe_any(words, starts, blocks, hashes)
+        return may
+
+
+def bloom_pruner(storage: Storage, root: str) -> BloomPruner:
+    """The pruner of the table at ``root`` of ``storage``."""
+    return BloomPruner(storage.uri(root), lambda path: storage.read(storage.join(root, path)))
