@@ -19,7 +19,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -31,11 +31,11 @@ import pyarrow.types as pat
 from carbonlite.errors import CarbonLiteError, CorruptDataError
 from carbonlite.format.bloom import (
     BLOOM_FILE_MAGIC,
-    ColumnBloom,
+    FilterAt,
     bloom_domain,
     bloom_hashes,
-    decode_bloom_record,
-    probe_any,
+    locate_bloom_record,
+    probe_located,
 )
 from carbonlite.metadata import BloomRef
 from carbonlite.reader.predicate import And, Compare, IsIn, Or, Predicate
@@ -170,19 +170,44 @@ def literal_hashes(values: Sequence[Any], column_type: pa.DataType) -> npt.NDArr
 # --- reading bloom files ---------------------------------------------------------------------
 
 
+class _BloomFile:
+    """A bloom file read once: its bytes, and its records located as they are asked for
+    (each checked once; None for a damaged one)."""
+
+    __slots__ = ("bytes", "data", "records", "where")
+
+    def __init__(self, data: bytes, where: str) -> None:
+        self.data = data
+        self.bytes = np.frombuffer(data, dtype=np.uint8)
+        self.records: dict[int, Mapping[str, FilterAt] | None] = {}
+        self.where = where
+
+    def record(self, offset: int, length: int) -> Mapping[str, FilterAt] | None:
+        if offset in self.records:
+            return self.records[offset]
+        found: Mapping[str, FilterAt] | None
+        try:
+            found = locate_bloom_record(self.data, offset, length, where=self.where)
+        except CorruptDataError as exc:
+            _logger.warning("%s: not pruning with it", exc)
+            found = None
+        self.records[offset] = found
+        return found
+
+
 class BloomFileCache:
-    """Decoded bloom files, each read once (one request) and kept while the cache holds
-    fewer than ``max_bytes``: they never change once written."""
+    """Bloom files, each read once (one request) and kept while the cache holds fewer than
+    ``max_bytes``: they never change once written."""
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._files: OrderedDict[str, bytes | None] = OrderedDict()
+        self._files: OrderedDict[str, _BloomFile | None] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def read(self, key: str, size: int, fetch: Callable[[], bytes]) -> bytes | None:
-        """The bytes of the bloom file ``key`` of ``size`` bytes; None when it cannot be read
-        or is not a bloom file (its blocklets are then read, not pruned)."""
+    def read(self, key: str, size: int, fetch: Callable[[], bytes]) -> _BloomFile | None:
+        """The bloom file ``key`` of ``size`` bytes; None when it cannot be read or is not a
+        bloom file (its blocklets are then read, not pruned)."""
         with self._lock:
             if key in self._files:
                 self._files.move_to_end(key)
@@ -197,13 +222,14 @@ class BloomFileCache:
         if data is not None and (len(data) != size or not data.startswith(BLOOM_FILE_MAGIC)):
             _logger.warning("bloom filter file %s is damaged: not pruning with it", key)
             data = None
+        loaded = None if data is None else _BloomFile(data, key.rpartition("\0")[2])
         with self._lock:
-            self._files[key] = data
-            self._bytes += len(data or b"")
+            self._files[key] = loaded
+            self._bytes += size if loaded is not None else 0
             while self._bytes > self.max_bytes and len(self._files) > 1:
                 _, old = self._files.popitem(last=False)
-                self._bytes -= len(old or b"")
-        return data
+                self._bytes -= len(old.bytes) if old is not None else 0
+        return loaded
 
 
 SHARED_CACHE = BloomFileCache()
@@ -216,23 +242,14 @@ class BloomPruner:
 
     table: str
     read: Callable[[str], bytes]
-    cache: BloomFileCache = field(default_factory=lambda: SHARED_CACHE)
+    cache: BloomFileCache | None = None
+    """The bloom files read so far (None: the process's shared cache)."""
     unreadable: int = 0
-    """Blocklets whose filter could not be used because its bytes are damaged or gone."""
+    """Blocklets whose filters could not be used because their bytes are damaged or gone."""
 
-    def record(self, ref: BloomRef, size: int) -> Mapping[str, ColumnBloom] | None:
-        data = self.cache.read(f"{self.table}\0{ref.path}", size, lambda: self.read(ref.path))
-        if data is None:
-            self.unreadable += 1
-            return None
-        try:
-            return decode_bloom_record(
-                memoryview(data)[ref.offset : ref.offset + ref.length], where=ref.path
-            )
-        except CorruptDataError as exc:
-            _logger.warning("%s: not pruning with it", exc)
-            self.unreadable += 1
-            return None
+    def _file(self, path: str, size: int) -> _BloomFile | None:
+        cache = self.cache if self.cache is not None else SHARED_CACHE
+        return cache.read(f"{self.table}\0{path}", size, lambda: self.read(path))
 
     def may_match(
         self,
@@ -246,21 +263,37 @@ class BloomPruner:
         keep = np.ones(n, dtype=np.bool_)
         if not clauses or n == 0:
             return keep
-        records = [None if b is None else self.record(*b) for b in blocklets]
+        groups: dict[str, list[int]] = {}
+        for i, b in enumerate(blocklets):
+            if b is not None:
+                groups.setdefault(b[0].path, []).append(i)
+        located: list[tuple[_BloomFile, list[int], list[Mapping[str, FilterAt] | None]]] = []
+        for path, members in groups.items():
+            loaded = self._file(path, blocklets[members[0]][1])  # type: ignore[index]
+            if loaded is None:
+                self.unreadable += len(members)
+                continue
+            records = []
+            for i in members:
+                ref = blocklets[i][0]  # type: ignore[index]
+                record = loaded.record(ref.offset, ref.length)
+                self.unreadable += record is None
+                records.append(record)
+            located.append((loaded, members, records))
         for clause in clauses:
             may = np.zeros(n, dtype=np.bool_)
             for leaf in clause:
-                may |= self._leaf(leaf, records, types.get(leaf.column))
+                may |= self._leaf(leaf, located, n, types.get(leaf.column))
             keep &= may
         return keep
 
     def _leaf(
         self,
         leaf: _Leaf,
-        records: Sequence[Mapping[str, ColumnBloom] | None],
+        located: Sequence[tuple[_BloomFile, list[int], list[Mapping[str, FilterAt] | None]]],
+        n: int,
         column_type: pa.DataType | None,
     ) -> npt.NDArray[np.bool_]:
-        n = len(records)
         may = np.ones(n, dtype=np.bool_)
         if column_type is None:
             return may
@@ -269,18 +302,21 @@ class BloomPruner:
             hashes = literal_hashes(leaf.values, column_type)
         except _Inexact:
             return may
-        usable = [
-            i
-            for i, r in enumerate(records)
-            if r is not None and (b := r.get(leaf.column)) is not None and b.type == domain
-        ]
-        if not usable:
-            return may
-        filters = [records[i][leaf.column].filter for i in usable]  # type: ignore[index]
-        blocks = np.array([f.num_blocks for f in filters], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(blocks[:-1] * 8)]).astype(np.int64)
-        words = np.concatenate([f.words for f in filters])
-        may[np.array(usable, dtype=np.int64)] = probe_any(words, starts, blocks, hashes)
+        for loaded, members, records in located:
+            rows, offsets, blocks = [], [], []
+            for i, record in zip(members, records, strict=True):
+                at = record.get(leaf.column) if record is not None else None
+                if at is not None and at.domain == domain:
+                    rows.append(i)
+                    offsets.append(at.offset)
+                    blocks.append(at.blocks)
+            if rows:
+                may[np.array(rows, dtype=np.int64)] = probe_located(
+                    loaded.bytes,
+                    np.array(offsets, dtype=np.int64),
+                    np.array(blocks, dtype=np.int64),
+                    hashes,
+                )
         return may
 
 
