@@ -15,6 +15,9 @@ from carbonlite.metadata import (
     Action,
     BlockletEntry,
     BlockletsAppended,
+    BloomFile,
+    BloomFiltersAdded,
+    BloomRef,
     CommitInfo,
     FilesRemoved,
     SegmentAdded,
@@ -162,10 +165,38 @@ def commit_infos() -> st.SearchStrategy[CommitInfo]:
 
 
 @st.composite
+def bloom_files(
+    draw: st.DrawFn, data_file: str, entries: tuple[BlockletEntry, ...]
+) -> tuple[BloomFile, ...]:
+    """No bloom file, or one with records of some of ``entries`` (format 7)."""
+    chosen = draw(st.lists(st.sampled_from(entries), unique_by=lambda b: b.offset))
+    if not chosen:
+        return ()
+    path = f"{data_file}.{draw(st.integers(0, 2**64 - 1)):016x}.bloom"
+    columns = tuple(draw(st.lists(names, min_size=1, max_size=3, unique=True)))
+    refs, position = [], 8
+    for b in chosen:
+        length = draw(st.integers(8, 10**5))
+        refs.append(BloomRef(b.offset, path, position, length, columns))
+        position += length
+    return (BloomFile(path, position, columns, tuple(refs)),)
+
+
+@st.composite
 def blocklets_appended(draw: st.DrawFn, schema: pa.Schema) -> BlockletsAppended:
     start = draw(st.integers(0, 10**9))
     entries = draw(blocklets(schema, start))
-    return BlockletsAppended(draw(names), draw(small_text), start, entries[-1].end, entries)
+    file = draw(small_text)
+    blooms = draw(bloom_files(file, entries))
+    return BlockletsAppended(draw(names), file, start, entries[-1].end, entries, blooms)
+
+
+@st.composite
+def blooms_added(draw: st.DrawFn, schema: pa.Schema) -> BloomFiltersAdded:
+    file = draw(small_text)
+    entries = draw(blocklets(schema, draw(st.integers(0, 10**9))))
+    blooms = draw(bloom_files(file, entries).filter(bool))
+    return BloomFiltersAdded(draw(names), file, blooms[0])
 
 
 def actions(schema: pa.Schema) -> st.SearchStrategy[Action]:
@@ -181,6 +212,7 @@ def actions(schema: pa.Schema) -> st.SearchStrategy[Action]:
             sorted_by=st.lists(names, max_size=3).map(tuple),
         ),
         blocklets_appended(schema),
+        blooms_added(schema),
         st.builds(
             SegmentStatusChanged,
             segment_id=names,
@@ -224,6 +256,7 @@ def log_histories(
     versions: list[list[Action]] = [[metadata, draw(commit_infos())]]
     schemas = [schema]
     files: dict[str, dict[str, int]] = {}  # segment -> file -> committed length
+    entries: dict[tuple[str, str], tuple[BlockletEntry, ...]] = {}  # (segment, file) -> blocklets
     status: dict[str, str] = {}
     txns: dict[str, int] = {}
     next_segment = 0
@@ -244,7 +277,7 @@ def log_histories(
             )
             version.append(metadata)
         for _ in range(draw(st.integers(0, 4))):
-            kind = draw(st.sampled_from(["add", "append", "status", "remove", "txn"]))
+            kind = draw(st.sampled_from(["add", "append", "status", "remove", "txn", "blooms"]))
             movable = sorted(sid for sid, s in status.items() if TRANSITIONS[s])
             gone = sorted(
                 sid for sid, s in status.items() if s in ("COMPACTED", "MARKED_FOR_DELETE")
@@ -262,6 +295,18 @@ def log_histories(
                 for name in removed:
                     files[sid].pop(name, None)
                 version.append(FilesRemoved(sid, removed))
+            elif kind == "blooms" and (
+                indexable := sorted(
+                    (sid, name)
+                    for (sid, name) in entries
+                    if status[sid] in ("STREAMING", "STREAMING_FINISH", "SUCCESS")
+                    and name in files[sid]
+                )
+            ):
+                sid, name = draw(st.sampled_from(indexable))
+                blooms = draw(bloom_files(name, entries[sid, name]))
+                if blooms:
+                    version.append(BloomFiltersAdded(sid, name, blooms[0]))
             elif kind == "txn":
                 app = draw(st.sampled_from(["a", "b", "q-1"]))
                 txns[app] = txns.get(app, -1) + draw(st.integers(1, 2**20))
@@ -276,9 +321,11 @@ def log_histories(
                     st.sampled_from([*files[sid], f"segments/{sid}/w-{len(files[sid])}.cblt"])
                 )
                 start = files[sid].get(name, 0)
-                entries = draw(blocklets(schema, start or 16))
-                files[sid][name] = entries[-1].end
-                version.append(BlockletsAppended(sid, name, start, entries[-1].end, entries))
+                more = draw(blocklets(schema, start or 16))
+                files[sid][name] = more[-1].end
+                entries[sid, name] = entries.get((sid, name), ()) + more
+                blooms = draw(bloom_files(name, more))
+                version.append(BlockletsAppended(sid, name, start, more[-1].end, more, blooms))
             else:
                 sid = f"{next_segment}" if draw(st.booleans()) else f"{next_segment}.1"
                 next_segment += 1
