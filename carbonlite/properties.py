@@ -263,6 +263,12 @@ PROPERTIES: dict[str, PropertySpec] = {
     "bloom_filter_fpp": PropertySpec(
         "0.01", _fpp, "the target false-positive rate of bloom filters (0.01: 1%)"
     ),
+    "secondary_index_columns": PropertySpec(
+        "",
+        _column_list,
+        "comma-separated columns whose handed-off and compacted files get a secondary index "
+        "(value -> blocklets), for == and is_in lookups of many values",
+    ),
     "deleted_data_retention": PropertySpec(
         "7d", parse_duration, "clean keeps data no version younger than this needs"
     ),
@@ -393,6 +399,10 @@ class TableProperties:
     @property
     def bloom_filter_fpp(self) -> float:
         return float(self._get("bloom_filter_fpp"))
+
+    @property
+    def secondary_index_columns(self) -> tuple[str, ...]:
+        return tuple(self._get("secondary_index_columns"))
 
     @property
     def deleted_data_retention(self) -> float:

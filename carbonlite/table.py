@@ -72,7 +72,7 @@ from carbonlite.records import (
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, StatesArg, TableWriter
 from carbonlite.writer.batches import TableData, iter_record_batches
-from carbonlite.writer.build_index import IndexBuildResult, build_index
+from carbonlite.writer.build_index import IndexBuildResult, IndexKind, build_index
 from carbonlite.writer.modify import (
     MatchedAction,
     MergeResult,
@@ -817,11 +817,14 @@ class Table:
         self._advance(snapshot)
         return result
 
-    def build_index(self, columns: Sequence[str] | None = None) -> IndexBuildResult:
+    def build_index(
+        self, columns: Sequence[str] | None = None, *, kind: IndexKind = "bloom"
+    ) -> IndexBuildResult:
         """Give every live blocklet bloom filters of ``columns`` and of the table's
         ``bloom_filter_columns`` (``columns`` are added to it, so later blocklets get them
         too), in one commit (``data_change = false``); appends and compaction go on meanwhile.
-        Blocklets that have them already are left as they are."""
+        Blocklets that have them already are left as they are. ``kind="secondary"``: the
+        same for the secondary indexes of columnar files (``secondary_index_columns``)."""
         self._check_open()
         result, snapshot = build_index(
             self.log,
@@ -829,6 +832,7 @@ class Table:
             None
             if columns is None
             else names_arg(columns, what="columns", example="['user_id']", one_string=True),
+            kind=kind,
             storage_options=self.storage_options,
             writer_id=self.writer_id,
         )

@@ -68,7 +68,8 @@ def test_the_golden_table_is_small_and_complete(golden: Golden) -> None:
     files = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file())
     size = sum((source / f).stat().st_size for f in files)
     size += (DATA / f"{source.name}_expected.json").stat().st_size
-    # format 5 adds partitions (twice the files), publishes and a state; 7 bloom filter files
+    # format 5 adds partitions (twice the files), publishes and a state; 7 bloom filter and
+    # secondary index files
     assert size < 400_000
     versions = [f for f in files if re.fullmatch(r"_carbonlite/log/\d{20}\.json", f)]
     assert versions == [f"_carbonlite/log/{v:020d}.json" for v in range(golden.latest + 1)]
@@ -77,9 +78,11 @@ def test_the_golden_table_is_small_and_complete(golden: Golden) -> None:
         f"_carbonlite/log/{v:020d}.checkpoint.json" for v in expected["checkpoints"]
     ]
     assert expected["checkpoints"]  # the golden history is long enough to checkpoint
-    assert all(f.endswith((".cblt", ".dv", ".bloom")) for f in files if f.startswith("segments/"))
+    kinds = (".cblt", ".dv", ".bloom", ".sidx")
+    assert all(f.endswith(kinds) for f in files if f.startswith("segments/"))
     assert any(f.endswith(".dv") for f in files) == (golden.format_version >= 4)
     assert any(f.endswith(".bloom") for f in files) == (golden.format_version >= 7)
+    assert any(f.endswith(".sidx") for f in files) == (golden.format_version >= 7)
     assert (source / "_carbonlite" / "_last_checkpoint").exists()
     logs = [(source / f).read_bytes().rstrip(b"\n") for f in versions]
     documents = [(source / f).read_bytes() for f in checkpoints]
@@ -155,6 +158,9 @@ def test_bloom_filters_prune_lookups_of_the_golden_table(golden: Golden) -> None
     # a label no row has, within the bounds of blocklets: only the filters rule those out
     plan = t.plan_splits(filter=pc.field("label") == "név-2000")
     assert plan.blocklets_pruned_by_bloom > 0 and plan.blocklets_selected == 0
+    # an id no row has, within the bounds of blocklets: the secondary indexes rule them out
+    plan = t.plan_splits(filter=pc.field("id").isin([201, 301]))
+    assert plan.blocklets_pruned_by_index + plan.blocklets_pruned_by_stats > 0
     assert t.to_arrow(filter=pc.field("label") == "név-2000").num_rows == 0
 
 

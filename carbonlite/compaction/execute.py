@@ -24,6 +24,7 @@ from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import SplitReader
 from carbonlite.storage import open_storage
 from carbonlite.writer.bloom_files import blooms_of
+from carbonlite.writer.index_files import write_index_files
 from carbonlite.writer.stream_file import to_entry
 
 __all__ = ["MAX_FILE_BYTES", "TaskResult", "execute_task"]
@@ -110,6 +111,7 @@ def execute_task(
             storage_options=storage_options,
         )
         metas = []
+        first_row = offset
         try:
             while offset < table.num_rows and writer.length < MAX_FILE_BYTES:
                 chunk = table.slice(offset, step)
@@ -128,6 +130,14 @@ def execute_task(
                 end=writer.length,
                 blocklets=tuple(to_entry(m) for m in metas),
                 blooms=blooms_of(storage, root, rel, metas, task.blooms),
+                indexes=write_index_files(
+                    storage,
+                    root,
+                    rel,
+                    table.slice(first_row, offset - first_row),
+                    [(m.offset, m.num_rows) for m in metas],
+                    task.indexes,
+                ),
             )
         )
         written += writer.length

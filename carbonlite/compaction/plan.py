@@ -26,6 +26,7 @@ from carbonlite.metadata.columns import IDENTITY, ColumnLayout
 from carbonlite.properties import TableProperties
 from carbonlite.reader.planner import Split, file_split
 from carbonlite.writer.bloom_files import bloom_spec
+from carbonlite.writer.index_files import index_columns
 
 __all__ = [
     "CompactionKind",
@@ -81,6 +82,8 @@ class CompactionTask:
     written under the schema's physical names (``metadata/columns.py``)."""
     blooms: BloomSpec | None = None
     """The bloom filters the output's blocklets get (``bloom_filter_columns``)."""
+    indexes: tuple[str, ...] = ()
+    """The columns (physical names) the output's files get secondary indexes of."""
 
     @property
     def num_rows(self) -> int:
@@ -145,6 +148,7 @@ def _task(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> Com
         content_hash=inputs[0].current_hash if len(inputs) == 1 else None,
         layout=snapshot.layout,
         blooms=bloom_spec(snapshot.properties, snapshot.schema, snapshot.layout),
+        indexes=index_columns(snapshot.properties, snapshot.schema, snapshot.layout),
     )
 
 

@@ -7,6 +7,7 @@ log version on the caller's side.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -117,6 +118,9 @@ def _discard_outputs(storage: Storage, root: str, results: Sequence[TaskResult])
             except OSError as exc:  # recover removes what is left
                 _logger.warning("could not remove uncommitted output %s: %s", f.file, exc)
             discard_blooms(storage, root, f.blooms)
+            for index in f.indexes:
+                with contextlib.suppress(OSError):
+                    storage.delete(storage.join(root, index.path))
 
 
 def run_compaction(

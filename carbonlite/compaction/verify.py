@@ -6,7 +6,8 @@ passes its checksum and decodes; and the statistics recomputed from the decoded 
 statistics the log prunes with; every deletion vector lies where the log says, passes its
 checksum, and covers a blocklet of the file with the row and deletion counts the log
 records; every bloom filter record lies where the log says, passes its checksum, and holds
-every value of its blocklet's column (a filter that misses one would prune a matching row). Problems are reported with file and byte offset, never
+every value of its blocklet's column (a filter that misses one would prune a matching row);
+every secondary index decodes and holds every value of the blocklets it covers. Problems are reported with file and byte offset, never
 raised, so one damaged file does not hide the state of the others.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
@@ -30,6 +32,7 @@ from carbonlite.format.bloom import (
 )
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
+from carbonlite.format.secondary_index import SecondaryIndex, index_keys
 from carbonlite.format.stats import compute_column_stats
 from carbonlite.metadata import BlockletEntry, FileState, Log, Snapshot
 from carbonlite.storage import Storage
@@ -58,12 +61,39 @@ class VerifyResult:
 
 
 class _BloomFiles:
-    """The bloom files of one verify, each read once."""
+    """The bloom and secondary index files of one verify, each read once."""
 
     def __init__(self, storage: Storage, root: str) -> None:
         self.storage, self.root = storage, root
         self._files: dict[str, bytes | None] = {}
+        self._indexes: dict[str, dict[int, np.ndarray] | str] = {}
         self._lock = threading.Lock()
+
+    def index_keys_by_blocklet(self, path: str) -> dict[int, np.ndarray] | str:
+        """The keys a secondary index file holds for each blocklet (by offset), or what is
+        wrong with it."""
+        with self._lock:
+            if path in self._indexes:
+                return self._indexes[path]
+        data = self.read(path)
+        found: dict[int, np.ndarray] | str
+        if data is None:
+            found = "the secondary index file is missing"
+        else:
+            try:
+                index = SecondaryIndex.decode(data, where=path)
+                order = np.argsort(index.ids, kind="stable")
+                ids, keys = index.ids[order], index.keys[order]
+                cuts = np.searchsorted(ids, np.arange(len(index.blocklets) + 1))
+                found = {
+                    int(offset): keys[cuts[j] : cuts[j + 1]]
+                    for j, offset in enumerate(index.blocklets)
+                }
+            except CorruptDataError as exc:
+                found = str(exc)
+        with self._lock:
+            self._indexes[path] = found
+        return found
 
     def read(self, path: str) -> bytes | None:
         with self._lock:
@@ -114,6 +144,33 @@ def _check_bloom(
     return problems
 
 
+def _check_indexes(
+    blooms: _BloomFiles, f: FileState, entry: BlockletEntry, batch: pa.RecordBatch
+) -> list[Problem]:
+    problems = []
+    for column, ref in f.indexes.items():
+        if column not in batch.schema.names:
+            continue
+        found = blooms.index_keys_by_blocklet(ref.path)
+        if isinstance(found, str):
+            if entry.offset == f.blocklets[0].offset:  # once per file
+                problems.append(Problem(ref.path, None, found))
+            continue
+        held = found.get(entry.offset)
+        if held is None:
+            continue  # a blocklet the index does not cover is read, never pruned
+        if not np.isin(index_keys(batch.column(column)), held).all():
+            problems.append(
+                Problem(
+                    ref.path,
+                    None,
+                    f"the secondary index of column {column!r} of {f.path!r} misses values "
+                    f"of blocklet {entry.offset}",
+                )
+            )
+    return problems
+
+
 def _check_blocklet(
     reader: BlockletFileReader,
     f: FileState,
@@ -125,7 +182,7 @@ def _check_blocklet(
         batch = reader.read_blocklet(BlockletMeta(entry.offset, entry.length, entry.num_rows))
     except CarbonLiteError as exc:
         return [Problem(f.path, getattr(exc, "offset", entry.offset), str(exc))]
-    problems = _check_bloom(blooms, f, entry, batch)
+    problems = _check_bloom(blooms, f, entry, batch) + _check_indexes(blooms, f, entry, batch)
     for name, logged in entry.stats.items():
         if name not in batch.schema.names or name not in types:
             continue

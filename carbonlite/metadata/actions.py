@@ -33,6 +33,8 @@ __all__ = [
     "CommitInfo",
     "DeletionRef",
     "FilesRemoved",
+    "IndexFile",
+    "IndexesAdded",
     "RowsDeleted",
     "SegmentAdded",
     "SegmentFormat",
@@ -61,8 +63,9 @@ raised to 5 by its first publish, and created at 5 when it is partitioned. 6: co
 statistics, so columns can be renamed, dropped and widened and have defaults without
 rewriting data; tables of older formats get ids from ``upgrade``. 7: bloom filters of
 blocklets (``bloom_filter_columns``: the ``blooms`` of ``appendBlocklets``, the
-``addBloomFilters`` action, the files' blooms in checkpoints); a table is raised to 7 by the
-version that first asks for them."""
+``addBloomFilters`` action, the files' blooms in checkpoints) and secondary indexes of files
+(``secondary_index_columns``: the ``indexes`` of ``appendBlocklets``, ``addIndexes``); a table
+is raised to 7 by the version that first asks for either."""
 
 BLOOM_FORMAT_VERSION = 7
 """The first format whose blocklets may have bloom filters."""
@@ -171,6 +174,18 @@ class BloomFile:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexFile:
+    """The secondary index of one column of a data file: the file ``path`` of ``size`` bytes
+    (docs/FORMAT.md, "Secondary index files"), covering the blocklets it lists (those the data
+    file had when it was built)."""
+
+    path: str
+    size: int
+    column: str
+    """The column's physical name."""
+
+
+@dataclass(frozen=True, slots=True)
 class BlockletsAppended:
     """Blocklets appended to one file of a segment: the file's committed length moves
     from ``start`` to ``end``. ``start == 0`` means the file is new. ``blooms``: the bloom
@@ -183,6 +198,8 @@ class BlockletsAppended:
     end: int
     blocklets: tuple[BlockletEntry, ...]
     blooms: tuple[BloomFile, ...] = ()
+    indexes: tuple[IndexFile, ...] = ()
+    """Secondary indexes of the file (written with a columnar segment's files)."""
 
     @property
     def num_rows(self) -> int:
@@ -226,6 +243,16 @@ class BloomFiltersAdded:
     segment_id: str
     file: str
     blooms: BloomFile
+
+
+@dataclass(frozen=True, slots=True)
+class IndexesAdded:
+    """Secondary indexes given to a committed data file (``build_index``); each replaces the
+    file's index of its column."""
+
+    segment_id: str
+    file: str
+    indexes: tuple[IndexFile, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +334,7 @@ Action = (
     | FilesRemoved
     | RowsDeleted
     | BloomFiltersAdded
+    | IndexesAdded
     | StateStored
     | TxnMarker
     | CommitInfo

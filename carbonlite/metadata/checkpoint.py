@@ -36,6 +36,8 @@ from carbonlite.metadata.serde import (
     deletion_ref_from_json,
     deletion_ref_to_json,
     dumps,
+    index_file_from_json,
+    index_file_to_json,
     metadata_from_json,
     metadata_to_json,
     partition_from_json,
@@ -97,7 +99,29 @@ def _file_to_json(f: FileState) -> dict[str, Any]:
     if f.bloom_files:  # format 7: only files with bloom filters carry these
         out["bloom_files"] = dict(sorted(f.bloom_files.items()))
         out["blooms"] = _blooms_to_json(f)
+    if f.index_files:  # format 7: only files with secondary indexes carry these
+        out["index_files"] = dict(sorted(f.index_files.items()))
+        out["indexes"] = [index_file_to_json(i) for _, i in sorted(f.indexes.items())]
     return out
+
+
+def _index_state(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The secondary index fields of a file's checkpoint entry, as ``FileState`` takes them."""
+    if "index_files" not in obj:
+        return {}
+    index_files = {str(p): int(n) for p, n in obj["index_files"].items()}
+    for path in index_files:
+        check_log_path(path, what="secondary index file", where=where)
+    indexes = [index_file_from_json(i) for i in obj["indexes"]]
+    if any(i.path not in index_files for i in indexes):
+        raise CorruptDataError(
+            f"a secondary index of {obj['path']!r} lies in a file the checkpoint does not list",
+            path=where,
+        )
+    return {
+        "indexes": immutables.Map({i.column: i for i in indexes}),
+        "index_files": immutables.Map(index_files),
+    }
 
 
 def _blooms_to_json(f: FileState) -> list[dict[str, Any]]:
@@ -387,6 +411,7 @@ def _file_state(f: dict[str, Any], sid: str, manifests: ManifestSet, where: str)
         counts=(f["rows"], f["blocklets"], int(f.get("bytes", 0))),
         **_deletion_state(f, where),
         **_bloom_state(f, where),
+        **_index_state(f, where),
     )
 
 

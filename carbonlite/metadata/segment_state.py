@@ -20,6 +20,7 @@ from carbonlite.metadata.actions import (
     BloomFile,
     BloomRef,
     DeletionRef,
+    IndexFile,
     SegmentFormat,
     SegmentStatus,
 )
@@ -34,6 +35,7 @@ __all__ = ["FileState", "SegmentState"]
 _NO_DELETIONS: immutables.Map[int, DeletionRef] = immutables.Map()
 _NO_DV_FILES: immutables.Map[str, int] = immutables.Map()
 _NO_BLOOMS: immutables.Map[int, BloomRef] = immutables.Map()
+_NO_INDEXES: immutables.Map[str, IndexFile] = immutables.Map()
 
 
 class FileState:
@@ -52,7 +54,9 @@ class FileState:
 
     Bloom filters: ``blooms`` maps a blocklet's offset to where its filters lie, and
     ``bloom_files`` lists every bloom file written for this file with its size (superseded
-    ones too), so ``clean`` deletes them with the data file."""
+    ones too), so ``clean`` deletes them with the data file. Secondary indexes: ``indexes``
+    maps a column (physical name) to its index file in force, ``index_files`` lists every
+    index file written for this file with its size."""
 
     __slots__ = (
         "_chain",
@@ -66,6 +70,8 @@ class FileState:
         "deletion_version",
         "deletions",
         "dv_files",
+        "index_files",
+        "indexes",
         "modified_version",
         "num_blocklets",
         "num_deleted",
@@ -91,8 +97,12 @@ class FileState:
         dv_files: immutables.Map[str, int] = _NO_DV_FILES,
         blooms: immutables.Map[int, BloomRef] = _NO_BLOOMS,
         bloom_files: immutables.Map[str, int] = _NO_DV_FILES,
+        indexes: immutables.Map[str, IndexFile] = _NO_INDEXES,
+        index_files: immutables.Map[str, int] = _NO_DV_FILES,
     ) -> None:
         self.path = path
+        self.indexes = indexes
+        self.index_files = index_files
         self.blooms = blooms
         self.bloom_files = bloom_files
         self.deletions = deletions
@@ -191,6 +201,8 @@ class FileState:
             "dv_files": self.dv_files,
             "blooms": self.blooms,
             "bloom_files": self.bloom_files,
+            "indexes": self.indexes,
+            "index_files": self.index_files,
         }
 
     def _same_entries(self, **changes: Any) -> FileState:
@@ -229,15 +241,24 @@ class FileState:
             bloom_files=self.bloom_files.set(blooms.path, blooms.size),
         )
 
+    def with_indexes(self, indexes: Iterable[IndexFile]) -> FileState:
+        """This file with the given columns' secondary indexes replaced."""
+        given = tuple(indexes)
+        return self._same_entries(
+            indexes=self.indexes.update({i.column: i for i in given}),
+            index_files=self.index_files.update({i.path: i.size for i in given}),
+        )
+
     @property
     def live_rows(self) -> int:
         return self.num_rows - self.num_deleted
 
     @property
     def side_files(self) -> dict[str, int]:
-        """Every file written beside this one, with its size: deletion-vector and bloom
-        filter files (superseded ones too). ``clean`` deletes them with the data file."""
-        return {**self.dv_files, **self.bloom_files}
+        """Every file written beside this one, with its size: deletion-vector, bloom filter
+        and secondary index files (superseded ones too). ``clean`` deletes them with the data
+        file."""
+        return {**self.dv_files, **self.bloom_files, **self.index_files}
 
     def deletion_items(self) -> tuple[tuple[int, DeletionRef], ...]:
         """(blocklet offset, deletion vector) of every blocklet with deleted rows."""
@@ -259,6 +280,8 @@ class FileState:
             and self.dv_files == other.dv_files
             and self.blooms == other.blooms
             and self.bloom_files == other.bloom_files
+            and self.indexes == other.indexes
+            and self.index_files == other.index_files
         )
 
     __hash__ = None  # type: ignore[assignment]

@@ -30,6 +30,8 @@ from carbonlite.metadata.actions import (
     CommitInfo,
     DeletionRef,
     FilesRemoved,
+    IndexesAdded,
+    IndexFile,
     RowsDeleted,
     SegmentAdded,
     SegmentStatusChanged,
@@ -56,6 +58,8 @@ __all__ = [
     "deletion_ref_to_json",
     "dumps",
     "encode_actions",
+    "index_file_from_json",
+    "index_file_to_json",
     "metadata_from_json",
     "metadata_to_json",
     "partition_from_json",
@@ -73,6 +77,7 @@ _KEYS = {
     FilesRemoved: "removeFiles",
     RowsDeleted: "deleteRows",
     BloomFiltersAdded: "addBloomFilters",
+    IndexesAdded: "addIndexes",
     StateStored: "storeState",
     TxnMarker: "txn",
     CommitInfo: "commitInfo",
@@ -83,6 +88,7 @@ _SINCE_FORMAT = {
     "deleteRows": DELETION_VECTOR_FORMAT_VERSION,
     "storeState": PARTITION_FORMAT_VERSION,
     "addBloomFilters": BLOOM_FORMAT_VERSION,
+    "addIndexes": BLOOM_FORMAT_VERSION,
 }
 """Actions that appeared after format 1: the first table format allowed to hold them."""
 
@@ -214,6 +220,14 @@ def bloom_file_from_json(obj: Mapping[str, Any]) -> BloomFile:
     )
 
 
+def index_file_to_json(index: IndexFile) -> dict[str, Any]:
+    return {"path": index.path, "size": index.size, "column": index.column}
+
+
+def index_file_from_json(obj: Mapping[str, Any]) -> IndexFile:
+    return IndexFile(path=str(obj["path"]), size=int(obj["size"]), column=str(obj["column"]))
+
+
 # --- actions ---------------------------------------------------------------------------------
 
 
@@ -300,6 +314,8 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
         }
         if action.blooms:
             body["blooms"] = [bloom_file_to_json(b) for b in action.blooms]
+        if action.indexes:
+            body["indexes"] = [index_file_to_json(i) for i in action.indexes]
     elif isinstance(action, SegmentStatusChanged):
         body = {"segment_id": action.segment_id, "status": action.status}
         if action.merged_into is not None:
@@ -318,6 +334,12 @@ def _action_to_json(action: Action, types: Mapping[str, pa.DataType]) -> dict[st
             "segment_id": action.segment_id,
             "file": action.file,
             "blooms": bloom_file_to_json(action.blooms),
+        }
+    elif isinstance(action, IndexesAdded):
+        body = {
+            "segment_id": action.segment_id,
+            "file": action.file,
+            "indexes": [index_file_to_json(i) for i in action.indexes],
         }
     elif isinstance(action, TxnMarker):
         body = {"app_id": action.app_id, "batch_id": action.batch_id}
@@ -383,6 +405,7 @@ def _action_from_json(key: str, body: Mapping[str, Any], decoders: _Decoders) ->
             end=body["end"],
             blocklets=tuple(_blocklet_from_json(b, decoders) for b in body["blocklets"]),
             blooms=tuple(bloom_file_from_json(b) for b in body.get("blooms", ())),
+            indexes=tuple(index_file_from_json(i) for i in body.get("indexes", ())),
         )
     if key == "setSegmentStatus":
         return SegmentStatusChanged(
@@ -404,6 +427,12 @@ def _action_from_json(key: str, body: Mapping[str, Any], decoders: _Decoders) ->
             segment_id=body["segment_id"],
             file=body["file"],
             blooms=bloom_file_from_json(body["blooms"]),
+        )
+    if key == "addIndexes":
+        return IndexesAdded(
+            segment_id=body["segment_id"],
+            file=body["file"],
+            indexes=tuple(index_file_from_json(i) for i in body["indexes"]),
         )
     if key == "txn":
         return TxnMarker(app_id=body["app_id"], batch_id=body["batch_id"])

@@ -25,6 +25,8 @@ from carbonlite.metadata.actions import (
     BloomFiltersAdded,
     CommitInfo,
     FilesRemoved,
+    IndexesAdded,
+    IndexFile,
     RowsDeleted,
     SegmentAdded,
     SegmentStatusChanged,
@@ -488,7 +490,38 @@ def _append_blocklets(state: _Replay, action: BlockletsAppended) -> None:
     seg = _append(state.segments, action, state.version, state.table)
     for blooms in action.blooms:
         seg = _with_blooms(state, seg, action.file, blooms)
+    if action.indexes:
+        seg = _with_indexes(state, seg, action.file, action.indexes)
     state.segments = state.segments.set(seg.segment_id, seg)
+
+
+def _add_indexes(state: _Replay, action: IndexesAdded) -> None:
+    seg = _segment(state.segments, action.segment_id, state.version, state.table)
+    if action.file not in seg.files or not seg.is_live:
+        raise CorruptDataError(
+            f"{state.where} adds secondary indexes to {action.file!r} of segment "
+            f"{seg.segment_id!r}, which readers do not see "
+            f"({'no such file' if action.file not in seg.files else seg.status})"
+        )
+    seg = _with_indexes(state, seg, action.file, action.indexes)
+    state.segments = state.segments.set(seg.segment_id, seg)
+
+
+def _with_indexes(
+    state: _Replay, seg: SegmentState, file: str, indexes: tuple[IndexFile, ...]
+) -> SegmentState:
+    if state.metadata.format_version < BLOOM_FORMAT_VERSION:
+        raise CorruptDataError(
+            f"{state.where} gives secondary indexes to {file!r}, but the table's format "
+            f"{state.metadata.format_version} has none ({BLOOM_FORMAT_VERSION} and later)"
+        )
+    for index in indexes:
+        check_log_path(index.path, what="secondary index file", where=state.where)
+        if index.size <= 0:
+            raise CorruptDataError(
+                f"{state.where} lists a secondary index of {file!r} of {index.size} bytes"
+            )
+    return seg.with_file(seg.files[file].with_indexes(indexes))
 
 
 def _add_blooms(state: _Replay, action: BloomFiltersAdded) -> None:
@@ -538,6 +571,7 @@ _HANDLERS: dict[type, Callable[[_Replay, Any], None]] = {
     FilesRemoved: _remove_files,
     RowsDeleted: _delete_rows,
     BloomFiltersAdded: _add_blooms,
+    IndexesAdded: _add_indexes,
     StateStored: _store_state,
     TxnMarker: _txn,
     TableMetadata: _metadata,

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,8 @@ from carbonlite.format.bloom import (
     locate_bloom_record,
     probe_located,
 )
-from carbonlite.metadata import BloomRef
+from carbonlite.format.secondary_index import SecondaryIndex
+from carbonlite.metadata import BloomRef, FileState
 from carbonlite.reader.predicate import And, Compare, IsIn, Or, Predicate
 from carbonlite.storage import Storage
 
@@ -195,6 +197,13 @@ class _BloomFile:
         return found
 
 
+class _Damaged:
+    """A file that could not be read or decoded: its blocklets are read, not pruned."""
+
+
+_DAMAGED = _Damaged()
+
+
 class BloomFileCache:
     """Bloom files, each read once (one request) and kept while the cache holds fewer than
     ``max_bytes``: they never change once written."""
@@ -203,6 +212,9 @@ class BloomFileCache:
         self.max_bytes = max_bytes
         self._files: OrderedDict[str, _BloomFile | None] = OrderedDict()
         self._bytes = 0
+        self._indexes: OrderedDict[str, SecondaryIndex | _Damaged] = OrderedDict()
+        self._index_sizes: dict[str, int] = {}
+        self._index_bytes = 0
         self._lock = threading.Lock()
 
     def read(self, key: str, size: int, fetch: Callable[[], bytes]) -> _BloomFile | None:
@@ -214,11 +226,14 @@ class BloomFileCache:
                 return self._files[key]
         try:
             data: bytes | None = fetch()
-        except (OSError, CarbonLiteError) as exc:
+        except FileNotFoundError:
+            _logger.warning("bloom filter file %s is gone: not pruning with it", key)
+            data = None
+        except (OSError, CarbonLiteError) as exc:  # perhaps passing: not remembered
             _logger.warning(
                 "bloom filter file %s cannot be read (%s): not pruning with it", key, exc
             )
-            data = None
+            return None
         if data is not None and (len(data) != size or not data.startswith(BLOOM_FILE_MAGIC)):
             _logger.warning("bloom filter file %s is damaged: not pruning with it", key)
             data = None
@@ -230,6 +245,38 @@ class BloomFileCache:
                 _, old = self._files.popitem(last=False)
                 self._bytes -= len(old.bytes) if old is not None else 0
         return loaded
+
+    def index(self, key: str, size: int, fetch: Callable[[], bytes]) -> SecondaryIndex | None:
+        """The secondary index file ``key`` of ``size`` bytes, decoded; None when it cannot
+        be read or is damaged (a read error that may pass is not remembered)."""
+        with self._lock:
+            if key in self._indexes:
+                self._indexes.move_to_end(key)
+                found = self._indexes[key]
+                return None if isinstance(found, _Damaged) else found
+        decoded: SecondaryIndex | _Damaged
+        try:
+            data = fetch()
+            if len(data) != size:
+                raise CorruptDataError(f"it has {len(data)} bytes, not {size}", path=key)
+            decoded = SecondaryIndex.decode(data, where=key.rpartition("\0")[2])
+        except FileNotFoundError:
+            _logger.warning("secondary index %s is gone: not pruning with it", key)
+            decoded = _DAMAGED
+        except CarbonLiteError as exc:
+            _logger.warning("secondary index %s cannot be used (%s): not pruning with it", key, exc)
+            decoded = _DAMAGED
+        except OSError as exc:
+            _logger.warning("secondary index %s cannot be read (%s): not pruning with it", key, exc)
+            return None
+        with self._lock:
+            self._indexes[key] = decoded
+            self._index_sizes[key] = size
+            self._index_bytes += size
+            while self._index_bytes > self.max_bytes and len(self._indexes) > 1:
+                old, _ = self._indexes.popitem(last=False)
+                self._index_bytes -= self._index_sizes.pop(old, 0)
+        return None if isinstance(decoded, _Damaged) else decoded
 
 
 SHARED_CACHE = BloomFileCache()
@@ -246,6 +293,66 @@ class BloomPruner:
     """The bloom files read so far (None: the process's shared cache)."""
     unreadable: int = 0
     """Blocklets whose filters could not be used because their bytes are damaged or gone."""
+    unreadable_indexes: int = 0
+    """Secondary index files (once per leaf) that could not be used."""
+
+    def index_may_match(
+        self,
+        clauses: Sequence[_Clause],
+        files: Sequence[FileState | None],
+        offsets: npt.NDArray[np.int64],
+        types: Mapping[str, pa.DataType],
+    ) -> npt.NDArray[np.bool_]:
+        """For each blocklet (of ``files[i]`` at ``offsets[i]``): False when the secondary
+        index of its file shows that some clause is false for it."""
+        n = len(files)
+        keep = np.ones(n, dtype=np.bool_)
+        if not clauses or n == 0 or not any(f is not None and f.indexes for f in files):
+            return keep
+        groups: dict[str, list[int]] = {}
+        for i, f in enumerate(files):
+            if f is not None and f.indexes:
+                groups.setdefault(f.path, []).append(i)
+        for clause in clauses:
+            may = np.zeros(n, dtype=np.bool_)
+            for leaf in clause:
+                may |= self._index_leaf(leaf, groups, files, offsets, types.get(leaf.column))
+            keep &= may
+        return keep
+
+    def _index_leaf(
+        self,
+        leaf: _Leaf,
+        groups: Mapping[str, list[int]],
+        files: Sequence[FileState | None],
+        offsets: npt.NDArray[np.int64],
+        column_type: pa.DataType | None,
+    ) -> npt.NDArray[np.bool_]:
+        may = np.ones(len(files), dtype=np.bool_)
+        if column_type is None:
+            return may
+        try:
+            hashes = literal_hashes(leaf.values, column_type)
+        except _Inexact:
+            return may
+        domain = bloom_domain(column_type)
+        cache = self.cache if self.cache is not None else SHARED_CACHE
+        for members in groups.values():
+            f = files[members[0]]
+            assert f is not None
+            ref = f.indexes.get(leaf.column)
+            if ref is None:
+                continue
+            path = ref.path
+            index = cache.index(f"{self.table}\0{path}", ref.size, partial(self.read, path))
+            if index is None or index.domain != domain:
+                self.unreadable_indexes += index is None
+                continue
+            rows = np.array(members, dtype=np.int64)
+            at = offsets[rows]
+            covered = np.isin(at, index.blocklets)
+            may[rows] = ~covered | np.isin(at, index.lookup(hashes))
+        return may
 
     def _file(self, path: str, size: int) -> _BloomFile | None:
         cache = self.cache if self.cache is not None else SHARED_CACHE

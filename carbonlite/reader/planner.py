@@ -115,8 +115,12 @@ class ScanPlan:
     """Blocklets of segments whose partition cannot match the filter."""
     blocklets_pruned_by_stats: int = 0
     """Blocklets whose min/max/null statistics (or their manifest's) rule the filter out."""
+    blocklets_pruned_by_index: int = 0
+    """Blocklets min/max left that their file's secondary index rules out
+    (``secondary_index_columns``)."""
     blocklets_pruned_by_bloom: int = 0
-    """Blocklets min/max left that their bloom filters rule out (``bloom_filter_columns``)."""
+    """Blocklets min/max and the secondary indexes left that their bloom filters rule out
+    (``bloom_filter_columns``)."""
     blocklets_bloom_unreadable: int = 0
     """Blocklets whose bloom filters could not be used (damaged or gone): read, not pruned."""
 
@@ -201,10 +205,10 @@ def plan_scan(
         tail_table = entries_table(tails, snapshot.physical_schema)
         chunks.append(_select(tail_table, live, predicate, types, source=None))
     after_stats = sum(len(c[0]) for c in chunks)
-    unreadable = 0
+    unreadable = by_index = 0
     if blooms is not None and predicate is not None:
         before = blooms.unreadable
-        chunks = _bloom_pruned(chunks, live, predicate, types, blooms)
+        chunks, by_index = _index_pruned(chunks, live, predicate, types, blooms)
         unreadable = blooms.unreadable - before
     after_bloom = sum(len(c[0]) for c in chunks)
     by_partition = sum(
@@ -223,36 +227,40 @@ def plan_scan(
         layout=snapshot.layout,
         blocklets_pruned_by_partition=by_partition,
         blocklets_pruned_by_stats=total - by_partition - after_stats,
-        blocklets_pruned_by_bloom=after_stats - after_bloom,
+        blocklets_pruned_by_index=by_index,
+        blocklets_pruned_by_bloom=after_stats - after_bloom - by_index,
         blocklets_bloom_unreadable=unreadable,
     )
 
 
-def _bloom_pruned(
+def _index_pruned(
     chunks: list[_Chunk],
     live: dict[str, tuple[int, SegmentState, FileState]],
     predicate: Predicate,
     types: dict[str, pa.DataType],
     blooms: BloomPruner,
-) -> list[_Chunk]:
-    """``chunks`` less the blocklets whose bloom filters rule ``predicate`` out."""
-    by_number = {n: f for n, _, f in live.values() if f.blooms}
+) -> tuple[list[_Chunk], int]:
+    """``chunks`` less the blocklets whose secondary indexes or bloom filters rule
+    ``predicate`` out, and how many the indexes ruled out."""
+    by_number = {n: f for n, _, f in live.values() if f.blooms or f.indexes}
     if not by_number:
-        return chunks
+        return chunks, 0
     clauses = bloom_clauses(predicate, frozenset(types))
     if not clauses:
-        return chunks
+        return chunks, 0
     out = []
+    by_index = 0
     for chunk in chunks:
-        files, offsets = chunk[0], chunk[1]
+        files = [by_number.get(n) for n in chunk[0].tolist()]
+        keep = blooms.index_may_match(clauses, files, chunk[1], types)
+        by_index += int(len(keep) - keep.sum())
         refs: list[tuple[BloomRef, int] | None] = []
-        for n, offset in zip(files.tolist(), offsets.tolist(), strict=True):
-            f = by_number.get(n)
-            ref = f.blooms.get(offset) if f is not None else None
-            refs.append(None if ref is None else (ref, f.bloom_files[ref.path]))  # type: ignore[union-attr]
-        keep = blooms.may_match(clauses, refs, types)
+        for k, f, offset in zip(keep.tolist(), files, chunk[1].tolist(), strict=True):
+            ref = f.blooms.get(offset) if k and f is not None else None
+            refs.append(None if ref is None or f is None else (ref, f.bloom_files[ref.path]))
+        keep &= blooms.may_match(clauses, refs, types)
         out.append((chunk[0][keep], chunk[1][keep], chunk[2][keep], chunk[3][keep]))
-    return out
+    return out, by_index
 
 
 def _totals(snapshot: Snapshot) -> tuple[int, int]:

@@ -26,6 +26,7 @@ from carbonlite.storage import Storage
 
 __all__ = [
     "BLOOM_SUFFIX",
+    "INDEXED_PROPERTIES",
     "bloom_path",
     "bloom_spec",
     "blooms_of",
@@ -54,21 +55,29 @@ def bloom_spec(
     return BloomSpec(tuple(layout.physical(n) for n in names), props.bloom_filter_fpp)
 
 
+INDEXED_PROPERTIES = ("bloom_filter_columns", "secondary_index_columns")
+"""Properties that name columns to index: each must name columns of the schema whose type
+can be indexed."""
+
+
 def check_bloom_columns(properties: Mapping[str, str], schema: pa.Schema, *, where: str) -> None:
-    """Refuse a ``bloom_filter_columns`` that names a column ``schema`` lacks or one whose
-    type has no bloom filters."""
+    """Refuse a ``bloom_filter_columns`` or ``secondary_index_columns`` that names a column
+    ``schema`` lacks or one whose type cannot be indexed."""
+    props = TableProperties(properties)
     problems = []
-    for name in TableProperties(properties).bloom_filter_columns:
-        if name not in schema.names:
-            problems.append(f"{name!r} is not a column (the columns are {schema.names})")
-        elif not bloom_supported(schema.field(name).type):
-            problems.append(
-                f"{name!r} is {schema.field(name).type}: bloom filters serve equality lookups of "
-                "integers, floats, decimals, strings, binaries, dates, times and timestamps"
-            )
+    for key in INDEXED_PROPERTIES:
+        for name in getattr(props, key):
+            if name not in schema.names:
+                problems.append(f"{key}: {name!r} is not a column (the columns are {schema.names})")
+            elif not bloom_supported(schema.field(name).type):
+                problems.append(
+                    f"{key}: {name!r} is {schema.field(name).type}: indexes serve equality "
+                    "lookups of integers, floats, decimals, strings, binaries, dates, times and "
+                    "timestamps"
+                )
     if problems:
         raise InvalidOptionError(
-            f"bloom_filter_columns of {where!r} cannot be kept:\n  " + "\n  ".join(problems)
+            f"the indexed columns of {where!r} cannot be kept:\n  " + "\n  ".join(problems)
         )
 
 

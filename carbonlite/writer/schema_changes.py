@@ -37,6 +37,7 @@ from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.names import column_name_problems
 from carbonlite.properties import TableProperties
 from carbonlite.reader.changes import reserved_name_problems
+from carbonlite.writer.bloom_files import INDEXED_PROPERTIES
 from carbonlite.writer.table_metadata import MetadataCommit
 
 __all__ = [
@@ -90,18 +91,19 @@ def _roles(metadata: TableMetadata) -> dict[str, str]:
 def _bloom_columns_renamed(
     metadata: TableMetadata, names: Mapping[str, str | None]
 ) -> dict[str, str]:
-    """The table's properties with ``bloom_filter_columns`` following renamed columns
-    (``names``: old name -> new name) and dropped ones (-> None)."""
+    """The table's properties with ``bloom_filter_columns`` and ``secondary_index_columns``
+    following renamed columns (``names``: old name -> new name) and dropped ones (-> None)."""
     properties = dict(metadata.properties)
-    listed = TableProperties(properties).bloom_filter_columns
-    if not any(c in names for c in listed):
-        return properties
-    kept = [names.get(c, c) for c in listed]
-    remaining = [c for c in kept if c is not None]
-    if remaining:
-        properties["bloom_filter_columns"] = ",".join(remaining)
-    else:
-        del properties["bloom_filter_columns"]
+    props = TableProperties(properties)
+    for key in INDEXED_PROPERTIES:
+        listed = getattr(props, key)
+        if not any(c in names for c in listed):
+            continue
+        remaining = [n for c in listed if (n := names.get(c, c)) is not None]
+        if remaining:
+            properties[key] = ",".join(remaining)
+        else:
+            del properties[key]
     return properties
 
 

@@ -77,11 +77,13 @@ def with_properties(snapshot: Snapshot, properties: Mapping[str, str]) -> Metada
         return None
     check_bloom_columns(merged, snapshot.schema, where=snapshot.table_path)
     after = dataclasses.replace(snapshot.metadata, properties=merged)
-    if TableProperties(merged).bloom_filter_columns:  # blooms came with format 7
+    props = TableProperties(merged)
+    if props.bloom_filter_columns or props.secondary_index_columns:  # came with format 7
         if after.format_version < COLUMN_ID_FORMAT_VERSION:
             raise InvalidOptionError(
                 f"{snapshot.table_path!r} is of log format {after.format_version}; bloom filters "
-                f"need format {BLOOM_FORMAT_VERSION} and are set on tables of format "
+                f"and secondary indexes need format {BLOOM_FORMAT_VERSION} and are set on "
+                "tables of format "
                 f"{COLUMN_ID_FORMAT_VERSION} or later: run `carbonlite upgrade` (Table.upgrade) "
                 "first"
             )

@@ -14,7 +14,7 @@ update and a merge (format 4: deletion vectors, some of them in a checkpoint), p
 by ``bucket(2, id)`` with publishes, content hashes and a stored state (format 5), a
 rename, a drop, two widenings, a column with a default and a handoff after them (format 6),
 bloom filters built for existing blocklets, written with new ones and extended to a second
-column (format 7), and checkpoints (every 4 versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
+column, and secondary indexes (format 7), and checkpoints (every 4 versions), with timestamp-with-zone, decimal, list<string>, struct, binary and float columns.
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ def build(path: Path) -> None:
     t.finish_streaming()  # 27
     t.handoff()  # 28: the handed-off blocklets get filters too
     t.build_index(["label"])  # 29: a second column: every record written again with both
+    t.build_index(["id"], kind="secondary")  # 30: secondary indexes of the columnar files
 
 
 def rows_after_changes(ids: range) -> pa.Table:

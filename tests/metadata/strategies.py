@@ -20,6 +20,8 @@ from carbonlite.metadata import (
     BloomRef,
     CommitInfo,
     FilesRemoved,
+    IndexesAdded,
+    IndexFile,
     SegmentAdded,
     SegmentStatusChanged,
     Snapshot,
@@ -183,12 +185,24 @@ def bloom_files(
 
 
 @st.composite
+def index_files(draw: st.DrawFn, data_file: str) -> tuple[IndexFile, ...]:
+    """Secondary index files of ``data_file`` (format 7), one per column."""
+    columns = draw(st.lists(names, max_size=2, unique=True))
+    return tuple(
+        IndexFile(f"{data_file}.{draw(st.integers(0, 2**64 - 1)):016x}.{i}.sidx", size, c)
+        for i, c in enumerate(columns)
+        for size in [draw(st.integers(1, 10**6))]
+    )
+
+
+@st.composite
 def blocklets_appended(draw: st.DrawFn, schema: pa.Schema) -> BlockletsAppended:
     start = draw(st.integers(0, 10**9))
     entries = draw(blocklets(schema, start))
     file = draw(small_text)
     blooms = draw(bloom_files(file, entries))
-    return BlockletsAppended(draw(names), file, start, entries[-1].end, entries, blooms)
+    indexes = draw(index_files(file))
+    return BlockletsAppended(draw(names), file, start, entries[-1].end, entries, blooms, indexes)
 
 
 @st.composite
@@ -213,6 +227,12 @@ def actions(schema: pa.Schema) -> st.SearchStrategy[Action]:
         ),
         blocklets_appended(schema),
         blooms_added(schema),
+        st.builds(
+            IndexesAdded,
+            segment_id=names,
+            file=small_text,
+            indexes=small_text.flatmap(index_files).filter(bool),
+        ),
         st.builds(
             SegmentStatusChanged,
             segment_id=names,
@@ -307,6 +327,9 @@ def log_histories(
                 blooms = draw(bloom_files(name, entries[sid, name]))
                 if blooms:
                     version.append(BloomFiltersAdded(sid, name, blooms[0]))
+                indexes = draw(index_files(name))
+                if indexes:
+                    version.append(IndexesAdded(sid, name, indexes))
             elif kind == "txn":
                 app = draw(st.sampled_from(["a", "b", "q-1"]))
                 txns[app] = txns.get(app, -1) + draw(st.integers(1, 2**20))
