@@ -147,7 +147,9 @@ def lookups(draw: st.DrawFn, kind: str, stored: list[Any]) -> pc.Expression:
     any_value = st.sampled_from(present) | st.sampled_from(absent)
 
     def eq(v: Any) -> pc.Expression:
-        return pc.field("k") == pa.scalar(v, column_type)
+        if draw(st.booleans()):
+            return pc.field("k") == pa.scalar(v, column_type)
+        return pc.scalar(pa.scalar(v, column_type)) == pc.field("k")  # literal first
 
     shape = draw(st.sampled_from(["present", "absent", "isin", "big_isin", "or", "and_range"]))
     if shape == "present":
@@ -161,6 +163,8 @@ def lookups(draw: st.DrawFn, kind: str, stored: list[Any]) -> pc.Expression:
         values = draw(st.permutations(values)) if len(values) < 20 else values
         if not values:
             values = [absent[0]]
+        if draw(st.integers(0, 4)) == 0:
+            values.append(None)  # matches null rows: the filters cannot refute it
         return pc.field("k").isin(pa.array(values, column_type))
     if shape == "or":
         return eq(draw(any_value)) | eq(draw(any_value))
