@@ -589,11 +589,16 @@ def test_damaged_bloom_file_falls_back_to_reading(tmp_path: Path, how: str) -> N
 # --- clean and recover -----------------------------------------------------------------------
 
 
-def test_clean_deletes_bloom_files_with_their_data_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reopen", [False, True])
+def test_clean_deletes_bloom_files_with_their_data_files(tmp_path: Path, reopen: bool) -> None:
+    """Also by a handle that loaded the table from a checkpoint (which must list the bloom
+    files of retired segments too)."""
     root = tmp_path / "t"
-    t = new_table(tmp_path)
-    t.append(rows())
+    t = new_table(tmp_path, checkpoint_interval="2")
+    t.append(rows(0, 200))
+    t.append(rows(200, 40))  # a second bloom file of the same data file
     before_data, before_blooms = data_files(root), bloom_files(root)
+    assert len(before_blooms) == 2
     assert before_blooms and all(
         b.split(".cblt.")[0] + ".cblt" in before_data for b in before_blooms
     )
@@ -601,6 +606,11 @@ def test_clean_deletes_bloom_files_with_their_data_files(tmp_path: Path) -> None
     t.handoff()
     handoff_blooms = bloom_files(root) - before_blooms
     assert handoff_blooms
+    if reopen:
+        for k in range(3):
+            t.set_properties({"user.note": str(k)})
+        assert list((root / "_carbonlite" / "log").glob("*.checkpoint.json"))
+        t = cl.open_table(str(root))
     result = t.clean(retention=0, force=True)
     assert result.version is not None
     assert before_blooms <= set(result.files)
