@@ -20,6 +20,7 @@ import pytest
 import carbonlite as cl
 from tests.cli.conftest import TOTAL_ROWS, Run
 from tests.cli.test_errors import assert_one_line_error
+from tests.compaction.lifecycle import make_rows
 
 BUILD_KEYS = {"version", "columns", "blocklets", "files", "bytes_written", "rows_read"}
 SHOW_KEYS = {"columns", "fpp", "blocklets", "blocklets_with_filters", "bloom_bytes"}
@@ -253,3 +254,19 @@ def test_a_blank_column_name_beside_a_real_one_is_refused(
     run = cli("index", "build", table, "name", blank, "--json")
     assert run.exit_code == 1, run.stdout
     assert state(table) == before
+
+
+def test_blocklets_written_later_have_filters_already(cli: Callable[..., Run], table: Path) -> None:
+    assert cli("index", "build", table, "name", "--json").json()["version"] is not None
+    t = cl.open_table(table)
+    t.append(make_rows(range(TOTAL_ROWS, TOTAL_ROWS + 60)))  # 3 blocklets, into the stream
+    t.finish_streaming()
+    t.handoff()
+    total, with_all = live_blocklets(table)
+    assert total == with_all
+    shown = cli("index", "show", table, "--json").json()
+    assert shown["blocklets"] == shown["blocklets_with_filters"] == total
+    version = cl.open_table(table).version
+    again = cli("index", "build", table, "--json").json()
+    assert again["version"] is None and again["blocklets"] == 0
+    assert cl.open_table(table).version == version
