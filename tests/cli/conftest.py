@@ -35,12 +35,15 @@ COMMANDS = (
     "serve",
     "create",
     "alter",
+    "index",
 )
 """Every command (or group of commands) at the top of the ``carbonlite`` app."""
-GROUPS = ("properties", "ingest")
+GROUPS = ("properties", "ingest", "index")
 TABLE_COMMANDS = (
     *(c for c in COMMANDS if c not in ("demo", "serve", "create", "alter", *GROUPS)),
     "properties show",
+    "index show",
+    "index build",
 )
 """The commands that take a table's PATH and nothing else that is required."""
 SEGMENT_ROWS = 40

@@ -29,6 +29,8 @@ def test_every_command_is_registered() -> None:
         ("properties", "show"),
         ("properties", "set"),
         ("properties", "unset"),
+        ("index", "build"),
+        ("index", "show"),
     }
 
 
