@@ -20,9 +20,10 @@ that read the table before ``bloom_filter_columns`` was set; ``verify`` finds no
 Every order of each two-actor scenario runs in the default tier (about 200 in all), with the
 seams narrowed to the ones it is about; the slow tier runs every order of every seam, and
 more random orders of build_index, an append and a handoff together. Three bugs found here
-are pinned by strict xfails: recover(min_age=0) deletes the bloom files build_index is about
-to commit; a second build_index adding the same column is refused; and a column another
-actor adds to ``bloom_filter_columns`` meanwhile is dropped again by build_index's next round.
+are fixed and tested by orders that showed them: recover(min_age=0) deleted the bloom files
+build_index was about to commit (now covered by a lease); a second build_index adding the
+same column was refused; and a column another actor added to ``bloom_filter_columns``
+meanwhile was dropped again by build_index's next round.
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ def check(state: State, outcomes: dict[str, Outcome], *, filters_may_be_gone: bo
 
 
 def check_after_recover(state: State, outcomes: dict[str, Outcome]) -> None:
-    check(state, outcomes, filters_may_be_gone=True)
+    check(state, outcomes, filters_may_be_gone=False)
 
 
 # --- scenarios --------------------------------------------------------------------------------
@@ -301,10 +302,9 @@ def two_indexers() -> tuple[State, list[Actor]]:
 
 
 def two_indexers_listing() -> tuple[State, list[Actor]]:
-    """Two build_index(["k"]) at once, each adding ``k`` to ``bloom_filter_columns``. The
-    loser of the race is refused today (see the xfail below): allowed here, so that every
-    other property is still checked in every order."""
-    state = State(*fresh_table([0, 1, 2, 3], [4, 5]), errors_allowed=(cl.CommitConflictError,))
+    """Two build_index(["k"]) at once, each adding ``k`` to ``bloom_filter_columns``: both
+    commit in every order (the loser rebases its property change on the winner's)."""
+    state = State(*fresh_table([0, 1, 2, 3], [4, 5]))
     return state, [indexer(state, "i"), indexer(state, "j")]
 
 
@@ -343,22 +343,19 @@ def test_build_index_in_every_order(name: str) -> None:
 
 
 def test_build_index_and_recover_in_every_order() -> None:
-    """recover(min_age=0) may delete the bloom files build_index has not committed yet (see
-    the xfail below); rows and lookups stay exact in every order all the same."""
+    """recover(min_age=0) never deletes the bloom files build_index has written and not
+    committed yet (a lease covers them from before they exist): in every order, rows and
+    lookups are exact and every filter the log names is there."""
     found = explore_all(
-        index_and_recover, check_after_recover, limit=200, pause_at=INDEX_SEAMS | RECOVER_SEAMS
+        index_and_recover,
+        check_after_recover,
+        limit=400,
+        pause_at=INDEX_SEAMS | RECOVER_SEAMS | {"lease.after_take"},
     )
     assert found.exhaustive and found.schedules >= 10
-    assert {"index.before_commit", "recover.before_cut"} <= found.seams
+    assert {"index.before_commit", "lease.after_take", "recover.after_list_files"} <= found.seams
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: recover(min_age=0) deletes the bloom file build_index wrote and has not "
-    "committed yet (no lease covers it and build_index does not check it still exists before "
-    "committing, as appends do): the log then names a missing bloom file, lookups cannot "
-    "prune (blocklets_bloom_unreadable) and verify reports the table damaged",
-)
 def test_recover_does_not_delete_the_bloom_files_build_index_is_about_to_commit() -> None:
     # i writes its bloom file; r lists files and leases and decides; i commits; r deletes
     schedule = run_schedule(
@@ -388,13 +385,6 @@ def test_build_index_in_every_order_of_every_seam_slow(name: str) -> None:
     assert found.schedules >= 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a build_index(['k']) racing another build_index(['k']) on a table that does "
-    "not list k yet is refused with CommitConflictError ('the schema or properties ... changed') "
-    "after reading every blocklet, although the property it sets is already set: its "
-    "MetadataUnchanged requirement is fixed per round, not rebuilt per retry",
-)
 def test_second_build_index_of_the_same_column_is_not_refused() -> None:
     # j reads, then i runs through its commit, then j commits
     schedule = run_schedule(two_indexers_listing, choices=[1, 0, 0, 0], pause_at=INDEX_SEAMS)
@@ -447,14 +437,6 @@ def indexer_and_lister(other: str) -> Callable[[], tuple[State, list[Actor]]]:
     return scenario
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: build_index(['k']) computes its column list once, before its rounds; when "
-    "another actor adds 'id' to bloom_filter_columns meanwhile (build_index(['id']) or "
-    "set_properties), build_index's next round sets the property back to 'k' (a lost update: "
-    "the other actor was told it succeeded) and its records, built for 'k' only, replace "
-    "the blocklets' filters of 'id'",
-)
 @pytest.mark.parametrize("other", ["build_index", "set_properties"])
 def test_a_column_listed_meanwhile_is_kept(other: str) -> None:
     # i reads and writes its bloom file; j runs to its end; i commits (and runs again)
