@@ -1,11 +1,12 @@
-"""Point lookups with bloom filters (issue 29): blocklets read, speed-up, write cost, bytes.
+"""Point lookups with bloom filters and secondary indexes (issue 29): blocklets read,
+speed-up, write cost, bytes.
 
     python benchmarks/bench_bloom.py [--rows 20000000] [--users 1000000] [--batch 1000000]
         [--blocklet-rows 4096] [--lookups 20] [--out PATH]
 
-Two tables get the same rows, batch by batch, alternating (so the machine's noise falls on
-both alike): *plain* (no filters) and *bloom* (``bloom_filter_columns = user_id``, default
-``bloom_filter_fpp`` 1%). Both have ``handoff_blocklet_rows = --blocklet-rows``: a user's ~20
+Three tables get the same rows, batch by batch, in rotating order (so the machine's noise
+falls on all alike): *plain* (no index), *bloom* (``bloom_filter_columns = user_id``,
+default ``bloom_filter_fpp`` 1%) and *secondary* (``secondary_index_columns = user_id``). Both have ``handoff_blocklet_rows = --blocklet-rows``: a user's ~20
 rows lie in ~20 different blocklets, so for a lookup to read at most 2% of the blocklets
 there must be more than 20 / (2% - fpp) of them (see docs/BENCHMARKS.md). Rows: ``user_id``
 int64 uniform over ``--users``, ``ts`` timestamp (increasing: the sort column), ``kind``
@@ -23,6 +24,8 @@ Figures, each also printed as one line:
 2. ``user_id.isin(100 users)``: the same ratio (target: at least 5x).
 3. Append and handoff time of *bloom* over *plain* (target: at most 1.10x each).
 4. Bytes of the live bloom files over the bytes of the live data files (target: at most 3%).
+5. The same lookups on *secondary*: blocklets read, speed-up over *plain*, handoff time and
+   index bytes, for docs/BENCHMARKS.md's "which to use when".
 """
 
 from __future__ import annotations
@@ -85,27 +88,30 @@ def batch(rng: np.random.Generator, start: int, rows: int, users: int) -> pa.Tab
 
 def build(folder: Path, rows: int, users: int, batch_rows: int, blocklet_rows: int) -> dict:
     common = {"handoff_blocklet_rows": str(blocklet_rows), "checkpoint_interval": "20"}
+    extra = {
+        "plain": {},
+        "bloom": {"bloom_filter_columns": "user_id"},
+        "secondary": {"secondary_index_columns": "user_id"},
+    }
     tables = {
-        "plain": cl.create_table(folder / "plain", SCHEMA, sort_columns=["ts"], properties=common),
-        "bloom": cl.create_table(
-            folder / "bloom",
-            SCHEMA,
-            sort_columns=["ts"],
-            properties={**common, "bloom_filter_columns": "user_id"},
-        ),
+        name: cl.create_table(
+            folder / name, SCHEMA, sort_columns=["ts"], properties={**common, **more}
+        )
+        for name, more in extra.items()
     }
     append = dict.fromkeys(tables, 0.0)
     rng = np.random.default_rng(29)
     for start in range(0, rows, batch_rows):
         data = batch(rng, start, min(batch_rows, rows - start), users)
-        order = list(tables) if (start // batch_rows) % 2 == 0 else list(reversed(tables))
+        turn = (start // batch_rows) % len(tables)
+        order = list(tables)[turn:] + list(tables)[:turn]
         for name in order:
             began = time.perf_counter()
             tables[name].append(data)
             append[name] += time.perf_counter() - began
         progress(f"appended {start + data.num_rows:,} rows")
     handoff = {}
-    for name in ("plain", "bloom"):
+    for name in tables:
         t = tables[name]
         t.finish_streaming()
         began = time.perf_counter()
@@ -124,65 +130,65 @@ def best(call: Any, repeat: int = 3) -> float:
     return min(times)
 
 
-def sizes(t: cl.Table) -> tuple[int, int, int]:
-    """(live blocklets, bytes of live data files, bytes of their bloom files in force)."""
+def sizes(t: cl.Table) -> tuple[int, int, int, int]:
+    """(live blocklets, bytes of live data files, of their bloom files, of their secondary
+    index files)."""
     snap = t.snapshot()
-    blocklets = data = blooms = 0
+    blocklets = data = blooms = indexes = 0
     for _, f in snap.iter_files():
         blocklets += f.num_blocklets
         data += f.committed_length
         blooms += sum(f.bloom_files.values())
-    return blocklets, data, blooms
+        indexes += sum(f.index_files.values())
+    return blocklets, data, blooms, indexes
 
 
-def lookups(folder: Path, users: int, count: int) -> dict[str, Any]:
+def lookups(folder: Path, count: int) -> dict[str, Any]:
     from carbonlite.reader import bloom_prune
 
     bloom_prune.SHARED_CACHE = bloom_prune.BloomFileCache()  # cold for the first lookup
-    plain, bloom = cl.open_table(folder / "plain"), cl.open_table(folder / "bloom")
-    present = np.unique(bloom.to_arrow(columns=["user_id"]).column("user_id").to_numpy())
+    tables = {name: cl.open_table(folder / name) for name in ("plain", "bloom", "secondary")}
+    present = np.unique(tables["plain"].to_arrow(columns=["user_id"]).column("user_id").to_numpy())
     rng = np.random.default_rng(7)
     wanted = [int(v) for v in rng.choice(present, count, replace=False)]
-    began = time.perf_counter()
-    cold_rows = bloom.to_arrow(filter=pc.field("user_id") == wanted[0]).num_rows
-    cold_s = time.perf_counter() - began
-    fractions, ratios, plain_s, bloom_s = [], [], [], []
+    out: dict[str, Any] = {}
+    for name in ("bloom", "secondary"):
+        began = time.perf_counter()
+        tables[name].to_arrow(filter=pc.field("user_id") == wanted[0])
+        out[f"{name}_cold_first_lookup_s"] = time.perf_counter() - began
+    times: dict[str, list[float]] = {name: [] for name in tables}
+    fractions: dict[str, list[float]] = {"bloom": [], "secondary": []}
     for v in wanted:
         f = pc.field("user_id") == v
-        plan = bloom.plan_splits(filter=f)
-        fractions.append(plan.blocklets_selected / plan.blocklets_total)
-        a = plain.to_arrow(filter=f)
-        b = bloom.to_arrow(filter=f)
-        assert a.sort_by("ts").equals(b.sort_by("ts")), v
-        tp, tb = (
-            best(lambda f=f: plain.to_arrow(filter=f)),
-            best(lambda f=f: bloom.to_arrow(filter=f)),
-        )
-        plain_s.append(tp)
-        bloom_s.append(tb)
-        ratios.append(tp / tb)
+        expected = tables["plain"].to_arrow(filter=f).sort_by("ts")
+        for name, t in tables.items():
+            if name != "plain":
+                plan = t.plan_splits(filter=f)
+                fractions[name].append(plan.blocklets_selected / plan.blocklets_total)
+                assert t.to_arrow(filter=f).sort_by("ts").equals(expected), (name, v)
+            times[name].append(best(lambda t=t, f=f: t.to_arrow(filter=f)))
     many = [int(v) for v in rng.choice(present, 100, replace=False)]
     f = pc.field("user_id").isin(many)
-    plan = bloom.plan_splits(filter=f)
-    assert plain.to_arrow(filter=f).num_rows == bloom.to_arrow(filter=f).num_rows
-    isin_plain, isin_bloom = (
-        best(lambda: plain.to_arrow(filter=f)),
-        best(lambda: bloom.to_arrow(filter=f)),
-    )
-    return {
-        "users": len(wanted),
-        "read_fraction_max": max(fractions),
-        "read_fraction_median": statistics.median(fractions),
-        "eq_ratio_median": statistics.median(ratios),
-        "eq_plain_s_median": statistics.median(plain_s),
-        "eq_bloom_s_median": statistics.median(bloom_s),
-        "cold_first_lookup_s": cold_s,
-        "cold_rows": cold_rows,
-        "isin_read_fraction": plan.blocklets_selected / plan.blocklets_total,
-        "isin_plain_s": isin_plain,
-        "isin_bloom_s": isin_bloom,
-        "isin_ratio": isin_plain / isin_bloom,
-    }
+    rows = tables["plain"].to_arrow(filter=f).num_rows
+    isin = {}
+    for name, t in tables.items():
+        assert t.to_arrow(filter=f).num_rows == rows, name
+        isin[name] = best(lambda t=t: t.to_arrow(filter=f))
+        if name != "plain":
+            plan = t.plan_splits(filter=f)
+            out[f"{name}_isin_read_fraction"] = plan.blocklets_selected / plan.blocklets_total
+    for name in ("bloom", "secondary"):
+        ratios = [p / b for p, b in zip(times["plain"], times[name], strict=True)]
+        out[f"{name}_read_fraction_max"] = max(fractions[name])
+        out[f"{name}_read_fraction_median"] = statistics.median(fractions[name])
+        out[f"{name}_eq_ratio_median"] = statistics.median(ratios)
+        out[f"{name}_eq_s_median"] = statistics.median(times[name])
+        out[f"{name}_isin_s"] = isin[name]
+        out[f"{name}_isin_ratio"] = isin["plain"] / isin[name]
+    out["plain_eq_s_median"] = statistics.median(times["plain"])
+    out["plain_isin_s"] = isin["plain"]
+    out["users"] = len(wanted)
+    return out
 
 
 def main() -> None:
@@ -198,14 +204,14 @@ def main() -> None:
     try:
         print(f"load average at start: {os.getloadavg()}")
         built = build(folder, args.rows, args.users, args.batch, args.blocklet_rows)
-        found = lookups(folder, args.users, args.lookups)
-        blocklets, data_bytes, bloom_bytes = sizes(cl.open_table(folder / "bloom"))
-        _, plain_bytes, _ = sizes(cl.open_table(folder / "plain"))
+        found = lookups(folder, args.lookups)
+        blocklets, data_bytes, bloom_bytes, _ = sizes(cl.open_table(folder / "bloom"))
+        _, secondary_data, _, index_bytes = sizes(cl.open_table(folder / "secondary"))
         print(f"load average at end: {os.getloadavg()}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    append_ratio = built["append_s"]["bloom"] / built["append_s"]["plain"]
-    handoff_ratio = built["handoff_s"]["bloom"] / built["handoff_s"]["plain"]
+    append = built["append_s"]
+    handoff = built["handoff_s"]
     result = {
         **run_facts(),
         "rows": args.rows,
@@ -213,39 +219,54 @@ def main() -> None:
         "handoff_blocklet_rows": args.blocklet_rows,
         "blocklets": blocklets,
         "data_bytes": data_bytes,
-        "plain_data_bytes": plain_bytes,
+        "data_bytes_per_row": data_bytes / args.rows,
         "bloom_bytes": bloom_bytes,
         "bytes_ratio": bloom_bytes / data_bytes,
+        "index_bytes": index_bytes,
+        "index_bytes_ratio": index_bytes / secondary_data,
         **built,
-        "append_ratio": append_ratio,
-        "handoff_ratio": handoff_ratio,
+        "append_ratio": append["bloom"] / append["plain"],
+        "handoff_ratio": handoff["bloom"] / handoff["plain"],
+        "secondary_handoff_ratio": handoff["secondary"] / handoff["plain"],
         **found,
     }
-    print(f"table: {args.rows:,} rows, {blocklets:,} blocklets of <= {args.blocklet_rows:,} rows")
     print(
-        f"== lookup reads at most {found['read_fraction_max']:.2%} of blocklets "
-        f"(median {found['read_fraction_median']:.2%}; target <= {READ_TARGET:.0%}): "
-        f"{yes_no(found['read_fraction_max'] <= READ_TARGET)}"
+        f"table: {args.rows:,} rows ({result['data_bytes_per_row']:.1f} data bytes each), "
+        f"{blocklets:,} blocklets of <= {args.blocklet_rows:,} rows"
+    )
+    for name in ("bloom", "secondary"):
+        print(
+            f"[{name}] == lookup reads at most {found[f'{name}_read_fraction_max']:.2%} of "
+            f"blocklets (median {found[f'{name}_read_fraction_median']:.2%}; target <= "
+            f"{READ_TARGET:.0%}): {yes_no(found[f'{name}_read_fraction_max'] <= READ_TARGET)}"
+        )
+        print(
+            f"[{name}] == lookup {found[f'{name}_eq_ratio_median']:.1f}x faster "
+            f"({found['plain_eq_s_median'] * 1000:.0f} ms -> "
+            f"{found[f'{name}_eq_s_median'] * 1000:.1f} ms; target >= {EQ_TARGET:.0f}x): "
+            f"{yes_no(found[f'{name}_eq_ratio_median'] >= EQ_TARGET)}; first lookup, files cold: "
+            f"{found[f'{name}_cold_first_lookup_s'] * 1000:.0f} ms"
+        )
+        print(
+            f"[{name}] is_in(100) {found[f'{name}_isin_ratio']:.1f}x faster "
+            f"({found['plain_isin_s'] * 1000:.0f} ms -> {found[f'{name}_isin_s'] * 1000:.0f} ms, "
+            f"{found[f'{name}_isin_read_fraction']:.1%} of blocklets; target >= "
+            f"{ISIN_TARGET:.0f}x): {yes_no(found[f'{name}_isin_ratio'] >= ISIN_TARGET)}"
+        )
+    print(
+        f"[bloom] append {result['append_ratio']:.2f}x, handoff {result['handoff_ratio']:.2f}x "
+        f"the time without filters (target <= {WRITE_TARGET:.2f}x): "
+        f"{yes_no(max(result['append_ratio'], result['handoff_ratio']) <= WRITE_TARGET)}"
     )
     print(
-        f"== lookup {found['eq_ratio_median']:.1f}x faster with the filter "
-        f"({found['eq_plain_s_median'] * 1000:.0f} ms -> {found['eq_bloom_s_median'] * 1000:.1f} ms; "
-        f"target >= {EQ_TARGET:.0f}x): {yes_no(found['eq_ratio_median'] >= EQ_TARGET)}; first lookup, "
-        f"bloom files cold: {found['cold_first_lookup_s'] * 1000:.0f} ms"
+        f"[bloom] bytes {bloom_bytes:,} = {result['bytes_ratio']:.2%} of data bytes "
+        f"{data_bytes:,}, {bloom_bytes / args.rows:.2f} per row (target <= {BYTES_TARGET:.0%}): "
+        f"{yes_no(result['bytes_ratio'] <= BYTES_TARGET)}"
     )
     print(
-        f"is_in(100) {found['isin_ratio']:.1f}x faster ({found['isin_plain_s'] * 1000:.0f} ms -> "
-        f"{found['isin_bloom_s'] * 1000:.0f} ms, {found['isin_read_fraction']:.1%} of blocklets; "
-        f"target >= {ISIN_TARGET:.0f}x): {yes_no(found['isin_ratio'] >= ISIN_TARGET)}"
-    )
-    print(
-        f"append {append_ratio:.2f}x, handoff {handoff_ratio:.2f}x the time without filters "
-        f"(target <= {WRITE_TARGET:.2f}x): "
-        f"{yes_no(append_ratio <= WRITE_TARGET and handoff_ratio <= WRITE_TARGET)}"
-    )
-    print(
-        f"bloom bytes {bloom_bytes:,} = {result['bytes_ratio']:.2%} of data bytes {data_bytes:,} "
-        f"(target <= {BYTES_TARGET:.0%}): {yes_no(result['bytes_ratio'] <= BYTES_TARGET)}"
+        f"[secondary] handoff {result['secondary_handoff_ratio']:.2f}x; index bytes "
+        f"{index_bytes:,} = {result['index_bytes_ratio']:.2%} of data bytes, "
+        f"{index_bytes / args.rows:.2f} per row"
     )
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")

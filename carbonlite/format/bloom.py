@@ -82,7 +82,8 @@ _SALT = np.array(
 )
 _WORDS = 8  # per block
 _BLOCK_BYTES = 32
-_LANES = np.arange(_WORDS, dtype=np.uint32) * np.uint32(32)  # first bit of each word of a block
+_LANES_INTP = np.arange(_WORDS, dtype=np.intp) * 32  # the first bit of each word of a block
+_BUILD_CHUNK = 8192  # values set at a time
 _PROBE_PAIRS = 1 << 20  # (filter, value) pairs tested at a time: bounds the working memory
 
 U64 = npt.NDArray[np.uint64]
@@ -198,15 +199,19 @@ class BloomFilter:
         hashes = np.asarray(hashes, dtype=np.uint64)
         num_blocks = cls.blocks_for(distinct_estimate(hashes), fpp)
         bits = np.zeros(num_blocks * _WORDS * 32, dtype=np.bool_)
-        if len(hashes):
-            block = ((hashes >> np.uint64(32)) * np.uint64(num_blocks)) >> np.uint64(32)
-            base = block.astype(np.uint32)
-            base *= np.uint32(_WORDS * 32)
+        # in chunks: the (n, 8) temporaries of a whole blocklet would be fresh pages each time
+        for a in range(0, len(hashes), _BUILD_CHUNK):
+            part = hashes[a : a + _BUILD_CHUNK]
+            block = ((part >> np.uint64(32)) * np.uint64(num_blocks)) >> np.uint64(32)
+            base = block.astype(np.intp)
+            base *= _WORDS * 32
             with np.errstate(over="ignore"):
-                index = np.multiply(hashes.astype(np.uint32)[:, None], _SALT)
-            index >>= np.uint32(27)  # the bit of each word
-            index += _LANES  # word i of block b holds bits [b*256 + 32*i, b*256 + 32*(i+1))
-            index += base[:, None]
+                bit = np.multiply(part.astype(np.uint32)[:, None], _SALT)
+            bit >>= np.uint32(27)  # the bit of each word, in 32-bit arithmetic
+            # word i of block b holds bits [b*256 + 32*i, b*256 + 32*(i+1)); intp indices
+            # scatter faster than uint32 ones (numpy would convert those first)
+            index = np.add(base[:, None], _LANES_INTP)
+            index += bit
             bits[index.ravel()] = True
         packed = np.packbits(bits, bitorder="little")
         return cls(packed.view("<u4").astype(np.uint32, copy=False))
