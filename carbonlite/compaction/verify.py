@@ -69,9 +69,11 @@ class _BloomFiles:
         self._indexes: dict[str, dict[int, np.ndarray] | str] = {}
         self._lock = threading.Lock()
 
-    def index_keys_by_blocklet(self, path: str) -> dict[int, np.ndarray] | str:
+    def index_keys_by_blocklet(
+        self, path: str, size: int, domain: str
+    ) -> dict[int, np.ndarray] | str:
         """The keys a secondary index file holds for each blocklet (by offset), or what is
-        wrong with it."""
+        wrong with it (the log gives its ``size``; ``domain`` is its column's hash domain)."""
         with self._lock:
             if path in self._indexes:
                 return self._indexes[path]
@@ -79,9 +81,17 @@ class _BloomFiles:
         found: dict[int, np.ndarray] | str
         if data is None:
             found = "the secondary index file is missing"
+        elif len(data) != size:
+            found = f"the secondary index file has {len(data)} bytes; the log says {size}"
         else:
             try:
                 index = SecondaryIndex.decode(data, where=path)
+                if index.domain != domain:
+                    raise CorruptDataError(
+                        f"the secondary index holds keys of hash domain {index.domain!r}, its "
+                        f"column's is {domain!r}: it is never used (build_index rebuilds it)",
+                        path=path,
+                    )
                 order = np.argsort(index.ids, kind="stable")
                 ids, keys = index.ids[order], index.keys[order]
                 cuts = np.searchsorted(ids, np.arange(len(index.blocklets) + 1))
@@ -151,7 +161,9 @@ def _check_indexes(
     for column, ref in f.indexes.items():
         if column not in batch.schema.names:
             continue
-        found = blooms.index_keys_by_blocklet(ref.path)
+        found = blooms.index_keys_by_blocklet(
+            ref.path, ref.size, bloom_domain(batch.schema.field(column).type)
+        )
         if isinstance(found, str):
             if entry.offset == f.blocklets[0].offset:  # once per file
                 problems.append(Problem(ref.path, None, found))

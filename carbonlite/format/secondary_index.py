@@ -125,7 +125,7 @@ class SecondaryIndex:
                 view, dtype="<u2" if width == 2 else "<u4", count=n, offset=pos + 4 * n
             ).astype(np.uint32)
             blocklets = np.array(header["blocklets"], dtype=np.int64)
-            if n and (int(ids.max()) >= len(blocklets) or np.any(np.diff(keys) < 0)):
+            if n and (int(ids.max()) >= len(blocklets) or np.any(keys[1:] < keys[:-1])):
                 raise ValueError("an entry names no blocklet, or the keys are not sorted")
             return cls(str(header["column"]), str(header["domain"]), keys, ids, blocklets)
         except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError) as exc:

@@ -72,6 +72,8 @@ def _leaf(p: Predicate, columns: frozenset[str]) -> _Leaf | None:
 
 
 def _or_leaves(p: Predicate, columns: frozenset[str]) -> list[_Leaf] | None:
+    if isinstance(p, And) and len(p.parts) == 1:  # DNF and SQL filters wrap each term
+        return _or_leaves(p.parts[0], columns)
     if isinstance(p, Or):
         out: list[_Leaf] = []
         for q in p.parts:
@@ -197,6 +199,11 @@ class _BloomFile:
         return found
 
 
+def _path(key: str) -> str:
+    """The file a cache key (table, NUL, file) names."""
+    return key.rpartition("\0")[2]
+
+
 class _Damaged:
     """A file that could not be read or decoded: its blocklets are read, not pruned."""
 
@@ -227,17 +234,17 @@ class BloomFileCache:
         try:
             data: bytes | None = fetch()
         except FileNotFoundError:
-            _logger.warning("bloom filter file %s is gone: not pruning with it", key)
+            _logger.warning("bloom filter file %s is gone: not pruning with it", _path(key))
             data = None
         except (OSError, CarbonLiteError) as exc:  # perhaps passing: not remembered
             _logger.warning(
-                "bloom filter file %s cannot be read (%s): not pruning with it", key, exc
+                "bloom filter file %s cannot be read (%s): not pruning with it", _path(key), exc
             )
             return None
         if data is not None and (len(data) != size or not data.startswith(BLOOM_FILE_MAGIC)):
-            _logger.warning("bloom filter file %s is damaged: not pruning with it", key)
+            _logger.warning("bloom filter file %s is damaged: not pruning with it", _path(key))
             data = None
-        loaded = None if data is None else _BloomFile(data, key.rpartition("\0")[2])
+        loaded = None if data is None else _BloomFile(data, _path(key))
         with self._lock:
             self._files[key] = loaded
             self._bytes += size if loaded is not None else 0
@@ -258,16 +265,18 @@ class BloomFileCache:
         try:
             data = fetch()
             if len(data) != size:
-                raise CorruptDataError(f"it has {len(data)} bytes, not {size}", path=key)
-            decoded = SecondaryIndex.decode(data, where=key.rpartition("\0")[2])
+                raise CorruptDataError(f"it has {len(data)} bytes, not {size}", path=_path(key))
+            decoded = SecondaryIndex.decode(data, where=_path(key))
         except FileNotFoundError:
-            _logger.warning("secondary index %s is gone: not pruning with it", key)
+            _logger.warning("secondary index %s is gone: not pruning with it", _path(key))
             decoded = _DAMAGED
         except CarbonLiteError as exc:
-            _logger.warning("secondary index %s cannot be used (%s): not pruning with it", key, exc)
+            _logger.warning("%s: not pruning with it", exc)
             decoded = _DAMAGED
         except OSError as exc:
-            _logger.warning("secondary index %s cannot be read (%s): not pruning with it", key, exc)
+            _logger.warning(
+                "secondary index %s cannot be read (%s): not pruning with it", _path(key), exc
+            )
             return None
         with self._lock:
             self._indexes[key] = decoded

@@ -23,7 +23,7 @@ from carbonlite.metadata.columns import ColumnLayout
 from carbonlite.properties import TableProperties
 from carbonlite.storage import Storage
 
-__all__ = ["INDEX_SUFFIX", "index_columns", "write_index_files"]
+__all__ = ["INDEX_SUFFIX", "index_columns", "index_path", "write_index_files"]
 
 INDEX_SUFFIX = ".sidx"
 
@@ -39,7 +39,8 @@ def index_columns(
     )
 
 
-def _index_path(data_file: str, column: str) -> str:
+def index_path(data_file: str, column: str) -> str:
+    """A new name for the index file of ``column`` of ``data_file``."""
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", column)[:40]
     return f"{data_file}.{uuid.uuid4().hex[:16]}.{safe}{INDEX_SUFFIX}"
 
@@ -65,7 +66,7 @@ def write_index_files(
             start += count
         index = build_secondary_index(column, parts, [offset for offset, _ in blocklets])
         data = index.encode()
-        path = _index_path(data_file, column)
+        path = index_path(data_file, column)
         if not storage.put_if_absent(storage.join(root, path), data):
             raise CommitConflictError(
                 f"secondary index file {path!r} exists already (a name clash); nothing was "

@@ -29,10 +29,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from carbonlite._version import ENGINE
 from carbonlite.clock import elapsed_ms, now_ms
-from carbonlite.errors import DataUnavailableError
+from carbonlite.errors import CorruptDataError, DataUnavailableError
 from carbonlite.format import BlockletFileReader
+from carbonlite.format.secondary_index import SecondaryIndex
 from carbonlite.metadata import (
     Action,
     BlockletEntry,
@@ -43,6 +46,7 @@ from carbonlite.metadata import (
     DataUnchangedSince,
     DeletionRef,
     FileState,
+    IndexFile,
     MetadataUnchanged,
     Requirement,
     RowsDeleted,
@@ -56,6 +60,7 @@ from carbonlite.metadata import (
 )
 from carbonlite.metadata.columns import PENDING, DroppedColumn, stamped
 from carbonlite.storage import Storage
+from carbonlite.writer.index_files import index_path
 from carbonlite.writer.row_changes import dv_path
 from carbonlite.writer.stream_file import copy_blocklets
 
@@ -167,6 +172,33 @@ def _copy_deletions(
     return RowsDeleted(copied.segment_id, copied.file, tuple(refs), size)
 
 
+def _copy_indexes(
+    storage: Storage, root: str, f: FileState, copied: BlockletsAppended
+) -> tuple[IndexFile, ...]:
+    """``f``'s secondary indexes, written again for its copy ``copied`` (same blocklets, in
+    the same order, at new offsets) into files the copy owns; an index that cannot be read is
+    left behind (``build_index`` rebuilds it)."""
+    moved = {old.offset: new.offset for old, new in zip(f.blocklets, copied.blocklets, strict=True)}
+    out = []
+    for column, ref in sorted(f.indexes.items()):
+        try:
+            index = SecondaryIndex.decode(
+                storage.read(storage.join(root, ref.path)), where=ref.path
+            )
+        except (FileNotFoundError, CorruptDataError):
+            continue
+        if any(int(b) not in moved for b in index.blocklets):
+            continue
+        remapped = dataclasses.replace(
+            index, blocklets=np.array([moved[int(b)] for b in index.blocklets], dtype=np.int64)
+        )
+        data = remapped.encode()
+        path = index_path(copied.file, column)
+        storage.put(storage.join(root, path), data)
+        out.append(IndexFile(path, len(data), column))
+    return tuple(out)
+
+
 def _blooms(f: FileState, run: Sequence[BlockletEntry]) -> tuple[BloomFile, ...]:
     """The bloom filters of ``run`` (blocklets of ``f``), by bloom file."""
     groups: dict[str, list[BloomRef]] = {}
@@ -235,6 +267,7 @@ def _copy_segment(
                 schema=schema,
                 storage_options=storage_options,
             )
+            copied = dataclasses.replace(copied, indexes=_copy_indexes(storage, root, f, copied))
             appends.append(copied)
             kept_deleted = _copy_deletions(storage, root, f, copied)
             if kept_deleted is not None:
