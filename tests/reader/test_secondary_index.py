@@ -102,15 +102,21 @@ LOOKUPS = [
 ]
 
 
-def check_counts(plan: ScanPlan) -> None:
-    assert (
+def check_counts(plan: ScanPlan, *, deletes: bool = False) -> None:
+    """partition + stats + index + bloom + selected == total; with deletes, blocklets whose
+    rows are all deleted are skipped without a count of their own."""
+    counted = (
         plan.blocklets_pruned_by_partition
         + plan.blocklets_pruned_by_stats
         + plan.blocklets_pruned_by_index
         + plan.blocklets_pruned_by_bloom
         + plan.blocklets_selected
-        == plan.blocklets_total
-    ), plan
+    )
+    if deletes:
+        assert counted <= plan.blocklets_total, plan
+    else:
+        assert counted == plan.blocklets_total, plan
+    assert plan.blocklets_selected + plan.blocklets_pruned == plan.blocklets_total
     assert min(plan.blocklets_pruned_by_index, plan.blocklets_pruned_by_bloom) >= 0
 
 
@@ -120,9 +126,9 @@ def check_lookups(t: cl.Table, model: pa.Table, lookups: list[Any] = LOOKUPS) ->
         assert sorted_rows(got) == sorted_rows(model.filter(expression)), f"filter {expression}"
 
 
-def plan_of(t: cl.Table, expression: Any) -> ScanPlan:
+def plan_of(t: cl.Table, expression: Any, *, deletes: bool = False) -> ScanPlan:
     plan = t.plan_splits(filter=expression)
-    check_counts(plan)
+    check_counts(plan, deletes=deletes)
     return plan
 
 
@@ -251,14 +257,16 @@ def _differential(tmp_path: Path, kind: str, data: st.DataObject) -> None:
     )
     per = data.draw(st.integers(2, 16), "handoff_blocklet_rows")
     streaming_after = data.draw(st.booleans(), "append after handoff")
+    bloom_too = data.draw(st.booleans(), "bloom filters of k too")
+    properties = {
+        "secondary_index_columns": "k",
+        "handoff_blocklet_rows": str(per),
+        "blocklet_max_rows": "5",
+    }
+    if bloom_too:
+        properties["bloom_filter_columns"] = "k"
     t = cl.create_table(
-        str(tmp_path / f"t-{uuid.uuid4().hex[:12]}"),
-        _kschema(kind),
-        properties={
-            "secondary_index_columns": "k",
-            "handoff_blocklet_rows": str(per),
-            "blocklet_max_rows": "5",
-        },
+        str(tmp_path / f"t-{uuid.uuid4().hex[:12]}"), _kschema(kind), properties=properties
     )
     parts, first = [], 0
     for values in batches:
@@ -273,6 +281,10 @@ def _differential(tmp_path: Path, kind: str, data: st.DataObject) -> None:
         t.append(part)
         parts.append(part)
     model = pa.concat_tables(parts)
+    deleted = data.draw(st.lists(st.integers(0, max(0, first - 1)), max_size=8), "deleted rows")
+    if deleted:
+        t.delete(pc.field("n").isin(deleted))
+        model = model.filter(pc.invert(pc.field("n").isin(deleted)))
     assert _rows(t.to_arrow()) == _rows(model)
     assert indexed_blocklets(t) > 0
     stored = model.column("k").to_pylist()
@@ -280,9 +292,10 @@ def _differential(tmp_path: Path, kind: str, data: st.DataObject) -> None:
         expression = data.draw(lookups(kind, stored), "filter")
         expected = model.filter(expression)
         assert _rows(t.to_arrow(filter=expression)) == _rows(expected), f"filter {expression}"
-        plan = plan_of(t, expression)
+        plan = plan_of(t, expression, deletes=bool(deleted))
         assert plan.num_rows >= expected.num_rows
-        assert plan.blocklets_pruned_by_bloom == 0  # no bloom filters here
+        if not bloom_too:
+            assert plan.blocklets_pruned_by_bloom == 0
 
 
 @SETTINGS
@@ -571,6 +584,32 @@ def test_build_index_of_files_handed_off_before(tmp_path: Path) -> None:
     assert_index_prunes(t)
 
 
+def test_build_index_before_any_columnar_file_and_unset(tmp_path: Path) -> None:
+    """On a table of streaming files build_index only names the column (later handoffs
+    index it); unsetting the property leaves existing indexes pruning and new files
+    without."""
+    root = tmp_path / "t"
+    t = new_table(tmp_path, secondary_index_columns="")
+    t.append(rows())
+    result = t.build_index(["id"], kind="secondary")
+    assert result.version == t.version and result.files == result.blocklets == 0
+    assert t.properties["secondary_index_columns"] == "id"
+    assert t.build_index(["id"], kind="secondary").version is None
+    assert sidx_files(root) == set()
+    t.finish_streaming()
+    t.handoff()
+    assert list(live_indexes(t).values()) == [{"id"}]
+    assert_index_prunes(t)
+    t.unset_properties(["secondary_index_columns"])
+    t.append(rows(400, 40))
+    t.finish_streaming()
+    t.handoff()
+    assert sorted(map(sorted, live_indexes(t).values())) == [[], ["id"]]
+    plan = plan_of(t, pc.field("id") == ABSENT)
+    assert plan.blocklets_pruned_by_index == ROWS // BLOCKLET
+    check_lookups(t, pa.concat_tables([rows(), rows(400, 40)]))
+
+
 @pytest.mark.parametrize(
     ("columns", "word"),
     [(["nope"], "nope"), (["flag"], "flag"), ([" "], ""), ([""], "")],
@@ -849,3 +888,38 @@ def test_warning_about_a_truncated_index_names_the_file(
     messages = [r.getMessage() for r in caplog.records if "secondary index" in r.getMessage()]
     assert messages and all(victim in m for m in messages)
     assert not any("\x00" in m for m in messages), messages
+
+
+@pytest.mark.slow
+def test_a_file_of_more_than_65536_blocklets(tmp_path: Path) -> None:
+    """Blocklet ordinals past 65,535 take 4 bytes; every blocklet spans small and large ids,
+    so only the index prunes, up to the last blocklet."""
+    schema = pa.schema([pa.field("n", pa.int64(), nullable=False), pa.field("id", pa.int64())])
+    t = cl.create_table(
+        str(tmp_path / "t"),
+        schema,
+        properties={"secondary_index_columns": "id", "handoff_blocklet_rows": "2"},
+    )
+    blocklets = 65_600
+    ids = [v for b in range(blocklets) for v in (2 * b, 2 * (2 * blocklets - 1 - b))]
+    model = pa.table({"n": range(len(ids)), "id": ids}, schema=schema)
+    t.append(model)
+    t.finish_streaming()
+    t.handoff()
+    ((_, f),) = list(t.snapshot().iter_files())
+    assert f.num_blocklets == blocklets
+    data = (tmp_path / "t" / f.indexes["id"].path).read_bytes()
+    index = SecondaryIndex.decode(data, where="x")
+    assert len(index.blocklets) == blocklets
+    assert len(data) == 12 + int.from_bytes(data[8:12], "little") + 8 * len(index.keys) + 4
+    last = 2 * (blocklets - 1)  # in the last blocklet (ordinal 65,599)
+    lookups = [
+        pc.field("id") == last,
+        pc.field("id").isin([3, last, 2 * 70_000, 2 * blocklets + 1]),
+        pc.field("id") == 2 * blocklets + 1,
+    ]
+    check_lookups_n = [sorted(t.to_arrow(filter=e)["n"].to_pylist()) for e in lookups]
+    assert check_lookups_n == [sorted(model.filter(e)["n"].to_pylist()) for e in lookups]
+    plan = plan_of(t, pc.field("id") == last)
+    assert plan.blocklets_selected == 1 and plan.blocklets_pruned_by_stats == 0
+    assert plan.blocklets_pruned_by_index == blocklets - 1
