@@ -735,6 +735,47 @@ def test_recover_keeps_committed_index_files_and_deletes_orphans(tmp_path: Path)
     assert t.verify().ok
 
 
+class _Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("operation", ["handoff", "compact"])
+def test_recover_removes_index_files_of_a_crashed_write(tmp_path: Path, operation: str) -> None:
+    """A handoff or compaction dies after writing its files, before its commit: the data
+    file and its index files are orphans recover removes, together."""
+    root = tmp_path / "t"
+    t = new_table(tmp_path)
+    for k in range(2):
+        t.append(rows(200 * k, 200))
+        t.finish_streaming()
+        if operation == "compact" or k == 0:
+            t.handoff()
+    before_sidx, before_data = sidx_files(root), data_files(root)
+    seam = "compaction.after_execute" if operation == "compact" else "commit.before_put"
+
+    def listener(reached: str) -> None:
+        if reached == seam:
+            raise _Crash(reached)
+
+    version = t.version
+    with listening(listener), pytest.raises(_Crash):
+        if operation == "compact":
+            t.compact("major")
+        else:
+            t.handoff()
+    assert cl.open_table(str(root)).version == version
+    new_sidx, new_data = sidx_files(root) - before_sidx, data_files(root) - before_data
+    assert len(new_data) == 1 and len(new_sidx) == 2
+    (written,) = new_data
+    assert all(s.startswith(written + ".") for s in new_sidx)
+    result = t.recover(min_age=0)
+    assert set(result.orphans) == new_sidx | new_data
+    assert sidx_files(root) == before_sidx and data_files(root) == before_data
+    forget_index_files()
+    check_lookups(t, rows())
+    assert t.verify().ok
+
+
 # --- size ------------------------------------------------------------------------------------
 
 
