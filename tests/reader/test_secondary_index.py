@@ -964,3 +964,32 @@ def test_a_file_of_more_than_65536_blocklets(tmp_path: Path) -> None:
     plan = plan_of(t, pc.field("id") == last)
     assert plan.blocklets_selected == 1 and plan.blocklets_pruned_by_stats == 0
     assert plan.blocklets_pruned_by_index == blocklets - 1
+
+
+def test_clean_and_recover_during_build_index_keep_its_files(tmp_path: Path) -> None:
+    """Between writing its index files and committing them, build_index holds a lease: a
+    clean and a recover (min_age 0) running then leave the files alone."""
+    root = tmp_path / "t"
+    t = handed_off(tmp_path, secondary_index_columns="")
+    other = cl.open_table(str(root))
+    seen: list[tuple[set[str], tuple[str, ...], tuple[str, ...]]] = []
+
+    def listener(seam: str) -> None:
+        if seam == "index.before_commit" and not seen:
+            pending = sidx_files(root)
+            cleaned = other.clean(retention=0, force=True).files
+            orphans = other.recover(min_age=0).orphans
+            seen.append((pending, tuple(cleaned), tuple(orphans)))
+
+    with listening(listener):
+        built = t.build_index(["id", "name"], kind="secondary")
+    ((pending, cleaned, orphans),) = seen
+    assert len(pending) == 2
+    assert not pending & (set(cleaned) | set(orphans))
+    assert built.version == t.version and built.files == 2
+    t = cl.open_table(str(root))
+    in_force = {ref.path for _, f in t.snapshot().iter_files() for ref in f.indexes.values()}
+    assert in_force == pending == sidx_files(root)
+    check_lookups(t, rows())
+    assert_index_prunes(t)
+    assert t.verify().ok
