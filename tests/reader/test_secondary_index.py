@@ -265,8 +265,13 @@ def _differential(tmp_path: Path, kind: str, data: st.DataObject) -> None:
     }
     if bloom_too:
         properties["bloom_filter_columns"] = "k"
+    sort = data.draw(st.sampled_from([(), ("other",), ("k",)]), "sort_columns")
+    compact = data.draw(st.booleans(), "handoff each batch, then major compaction")
     t = cl.create_table(
-        str(tmp_path / f"t-{uuid.uuid4().hex[:12]}"), _kschema(kind), properties=properties
+        str(tmp_path / f"t-{uuid.uuid4().hex[:12]}"),
+        _kschema(kind),
+        sort_columns=list(sort),
+        properties=properties,
     )
     parts, first = [], 0
     for values in batches:
@@ -274,8 +279,13 @@ def _differential(tmp_path: Path, kind: str, data: st.DataObject) -> None:
         first += len(values)
         t.append(part)
         parts.append(part)
+        if compact:
+            t.finish_streaming()
+            t.handoff()
     t.finish_streaming()
     t.handoff()
+    if compact:
+        t.compact("major")
     if streaming_after:
         part = _batch(kind, batches[0], first)
         t.append(part)
