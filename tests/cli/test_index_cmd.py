@@ -271,3 +271,120 @@ def test_blocklets_written_later_have_filters_already(cli: Callable[..., Run], t
     again = cli("index", "build", table, "--json").json()
     assert again["version"] is None and again["blocklets"] == 0
     assert cl.open_table(table).version == version
+
+
+# --- --kind secondary ------------------------------------------------------------------------
+
+
+def columnar_blocklets(path: Path) -> tuple[int, int, int]:
+    """(blocklets of files with an index, index files in force, bytes of all index files)."""
+    snap = cl.open_table(path).snapshot()
+    blocklets = files = nbytes = 0
+    for _, f in snap.iter_files():
+        blocklets += f.num_blocklets if f.indexes else 0
+        files += len(f.indexes)
+        nbytes += sum(f.index_files.values())
+    return blocklets, files, nbytes
+
+
+def test_secondary_build_human_json_and_show(cli: Callable[..., Run], table: Path) -> None:
+    t = cl.open_table(table)
+    t.handoff()
+    version = cl.open_table(table).version
+    snap = cl.open_table(table).snapshot()
+    total, _ = live_blocklets(table)
+    columnar = [f for _, f in snap.iter_files() if "." in f.path.split("/")[1]]
+    assert columnar, [f.path for _, f in snap.iter_files()]
+    blocklets = sum(f.num_blocklets for f in columnar)
+    rows_in = sum(f.num_rows for f in columnar)
+    run = cli("index", "build", table, "name", "--kind", "secondary")
+    assert run.exit_code == 0, run.stderr
+    line = " ".join(run.stdout.split())
+    pattern = (
+        rf"indexed name \(secondary\): {blocklets} blocklet\(s\) given secondary indexes in "
+        rf"{len(columnar)} file\(s\) \(([\d.]+ (?:B|KiB)) written, {rows_in} rows read\) in "
+        rf"version {version + 1}"
+    )
+    assert re.fullmatch(pattern, line), line
+    record = cl.open_table(table).history(1)[0]
+    assert record.operation == "BUILD INDEX" and record.parameters["kind"] == "secondary"
+    more = cli("index", "build", table, "id", "--kind", "secondary", "--json")
+    assert more.exit_code == 0, more.stderr
+    built = more.json()
+    assert set(built) == BUILD_KEYS
+    assert built["kind"] == "secondary" and built["version"] == version + 2
+    assert built["columns"] == ["name", "id"]
+    assert built["files"] == len(columnar) and built["blocklets"] == blocklets
+    assert built["bytes_written"] > 0
+    t = cl.open_table(table)
+    assert t.properties["secondary_index_columns"] == "name,id"
+    assert "bloom_filter_columns" not in t.properties
+    assert not list(table.rglob("*.bloom"))
+    with_index, in_force, nbytes = columnar_blocklets(table)
+    assert with_index == blocklets and in_force == 2 * len(columnar)
+    assert nbytes == sum(p.stat().st_size for p in table.rglob("*.sidx"))
+    document = cli("index", "show", table, "--json").json()
+    assert set(document) == SHOW_KEYS
+    assert document["secondary_index_columns"] == ["name", "id"]
+    assert document["blocklets_with_secondary_index"] == blocklets
+    assert document["secondary_index_bytes"] == nbytes
+    assert document["columns"] == [] and document["blocklets_with_filters"] == 0
+    assert document["blocklets"] == total
+    shown = " ".join(cli("index", "show", table).stdout.split())
+    assert (
+        f"secondary_index_columns: name, id; {blocklets} of {total} live blocklet(s) lie in "
+        "files with a secondary index (" in shown
+    ), shown
+    # nothing left to do: no commit
+    again = cli("index", "build", table, "--kind", "secondary")
+    assert again.exit_code == 0, again.stderr
+    assert " ".join(again.stdout.split()) == (
+        "every live columnar file has indexes of name, id; nothing to do"
+    )
+    as_json = cli("index", "build", table, "id", "--kind", "secondary", "--json").json()
+    assert as_json["version"] is None and as_json["kind"] == "secondary"
+    assert as_json["files"] == 0 and as_json["bytes_written"] == 0
+    assert cl.open_table(table).version == version + 2
+    # lookups: exact, and pruned by the indexes
+    t = cl.open_table(table)
+    everything = t.to_arrow()
+    for value in ["name-17", "name-3", "nobody"]:
+        got = t.to_arrow(filter=pc.field("name") == value)
+        want = everything.filter(pc.field("name") == value)
+        assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
+    plan = t.plan_splits(filter=pc.field("name").isin(["nobody", "no-one"]))
+    assert plan.blocklets_pruned_by_index + plan.blocklets_pruned_by_stats >= blocklets
+
+
+@pytest.mark.parametrize("kind", ["bogus", "Secondary", "", "bloom,secondary"])
+def test_an_unknown_kind_is_refused(cli: Callable[..., Run], table: Path, kind: str) -> None:
+    cl.open_table(table).handoff()
+    before = state(table)
+    run = cli("index", "build", table, "name", "--kind", kind)
+    assert run.exit_code in (1, 2), run.stdout
+    assert kind in run.stderr or "kind" in run.stderr
+    assert state(table) == before
+    assert not list(table.rglob("*.sidx")) and not list(table.rglob("*.bloom"))
+
+
+@pytest.mark.parametrize("columns", [["nope"], ["name", "nope"], ["name", " "]])
+def test_a_bad_secondary_column_commits_nothing(
+    cli: Callable[..., Run], table: Path, columns: list[str]
+) -> None:
+    cl.open_table(table).handoff()
+    before = state(table)
+    run = cli("index", "build", table, *columns, "--kind", "secondary")
+    assert run.exit_code == 1, run.stdout
+    assert "InvalidOptionError" in run.stderr
+    assert state(table) == before
+    assert not list(table.rglob("*.sidx"))
+
+
+def test_secondary_on_a_table_listing_none_needs_a_column(
+    cli: Callable[..., Run], table: Path
+) -> None:
+    before = state(table)
+    run = cli("index", "build", table, "--kind", "secondary")
+    assert run.exit_code == 1
+    assert_one_line_error(run, "InvalidOptionError", "secondary_index_columns")
+    assert state(table) == before
