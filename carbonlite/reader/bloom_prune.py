@@ -265,7 +265,9 @@ class BloomFileCache:
         try:
             data = fetch()
             if len(data) != size:
-                raise CorruptDataError(f"it has {len(data)} bytes, not {size}", path=_path(key))
+                raise CorruptDataError(
+                    f"the secondary index file has {len(data)} bytes, not {size}", path=_path(key)
+                )
             decoded = SecondaryIndex.decode(data, where=_path(key))
         except FileNotFoundError:
             _logger.warning("secondary index %s is gone: not pruning with it", _path(key))

@@ -205,12 +205,6 @@ def test_checksummed_nonsense_is_refused() -> None:
         SecondaryIndex.decode(reseal(SECONDARY_INDEX_MAGIC + b"\xff\xff\xff\xff"), where="n.sidx")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: decode's sortedness check is np.diff(keys) < 0 on uint32 keys, which wraps "
-    "and is never true: a (checksummed) index with unsorted keys is accepted and its lookups "
-    "miss blocklets",
-)
 def test_unsorted_keys_are_refused() -> None:
     index = build_secondary_index("c", [pa.array([1, 2, 3, 4])], [8])
     data = index.encode()

@@ -373,13 +373,6 @@ def test_string_and_dnf_filters_prune(tmp_path: Path, filter: Any, same: Any) ->
     assert plan.blocklets_pruned_by_index == plan.blocklets_total - held, plan
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an OR written as DNF tuples or a SQL-ish string is parsed to "
-    "Or(And(leaf), And(leaf)); bloom_clauses/_or_leaves only take Or of bare leaves, so "
-    "neither the secondary indexes nor the bloom filters prune it (the same OR as a "
-    "pyarrow Expression prunes every blocklet)",
-)
 @pytest.mark.parametrize(
     "filter",
     [
@@ -495,12 +488,6 @@ def test_update_and_restore(tmp_path: Path) -> None:
     plan_of(t, pc.field("id") == ABSENT)  # counts add up
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: restore of a version whose columnar file has since changed (an update or "
-    "delete) writes a copy (segments/N/restore-*.cblt) that keeps its bloom filters but "
-    "gets no secondary index: pruning by index is lost until build_index(kind='secondary')",
-)
 def test_restore_of_a_changed_file_keeps_its_index(tmp_path: Path) -> None:
     t = handed_off(tmp_path, bloom_filter_columns="name", secondary_index_columns="id")
     version = t.version
@@ -936,12 +923,6 @@ def test_verify_names_an_index_that_misses_values(tmp_path: Path) -> None:
     assert any("misses values" in p.message and "'id'" in p.message for p in result.problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: verify does not check a secondary index file against its logged size or its "
-    "column's hash domain, which the planner does: an index the planner refuses to use "
-    "(never pruning with it) passes verify",
-)
 @pytest.mark.parametrize("how", ["longer", "domain"])
 def test_verify_names_an_index_the_planner_refuses(tmp_path: Path, how: str) -> None:
     root = tmp_path / "t"
@@ -964,12 +945,6 @@ def test_verify_names_an_index_the_planner_refuses(tmp_path: Path, how: str) -> 
     assert any(victim in p.file or victim in p.message for p in result.problems), result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (cosmetic): BloomFileCache.index logs its warnings with the cache key "
-    "'<table>\\x00<file>' (a NUL between table path and file), and its size-mismatch "
-    "CorruptDataError takes that key as its path (the bloom warnings do the same)",
-)
 def test_warning_about_a_truncated_index_names_the_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
