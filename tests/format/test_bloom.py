@@ -35,11 +35,11 @@ from carbonlite.format.layout import crc32c
 from tests.format.strategies import INT_TYPES, values
 
 SETTINGS = settings(
-    max_examples=40,
+    max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-SMALL = settings(SETTINGS, max_examples=25)
+SMALL = settings(SETTINGS, max_examples=12)
 
 BLOOM_TYPES = [
     *INT_TYPES,

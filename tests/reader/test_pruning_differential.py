@@ -428,16 +428,27 @@ def everything_fails(everything: pa.Table, expression: pc.Expression) -> bool:
 
 
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=30,
     deadline=None,
     report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow],
 )
+MANY = settings(SETTINGS, max_examples=300)
+"""The slow tier's run of the same properties."""
 
 
 @SETTINGS
 @given(tree=filters())
 def test_pruned_scan_equals_pyarrow_filter(
+    table: cl.Table, everything: pa.Table, tree: Any
+) -> None:
+    check(table, everything, tree)
+
+
+@pytest.mark.slow
+@MANY
+@given(tree=filters())
+def test_pruned_scan_equals_pyarrow_filter_many(
     table: cl.Table, everything: pa.Table, tree: Any
 ) -> None:
     check(table, everything, tree)

@@ -15,7 +15,10 @@ import pytest
 import carbonlite as cl
 from tests.engines.test_bloom_engines import ABSENT, PRESENT, make_table
 
-pytestmark = pytest.mark.spark
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+]  # Polars, DuckDB and Flight cover the default tier
 
 
 @pytest.fixture(scope="module")
