@@ -495,14 +495,19 @@ def _append_blocklets(state: _Replay, action: BlockletsAppended) -> None:
     state.segments = state.segments.set(seg.segment_id, seg)
 
 
-def _add_indexes(state: _Replay, action: IndexesAdded) -> None:
-    seg = _segment(state.segments, action.segment_id, state.version, state.table)
-    if action.file not in seg.files or not seg.is_live:
+def _live_file_segment(state: _Replay, segment_id: str, file: str, what: str) -> SegmentState:
+    """The live segment holding ``file``, that a version gives ``what`` to."""
+    seg = _segment(state.segments, segment_id, state.version, state.table)
+    if file not in seg.files or not seg.is_live:
         raise CorruptDataError(
-            f"{state.where} adds secondary indexes to {action.file!r} of segment "
-            f"{seg.segment_id!r}, which readers do not see "
-            f"({'no such file' if action.file not in seg.files else seg.status})"
+            f"{state.where} adds {what} to {file!r} of segment {seg.segment_id!r}, which "
+            f"readers do not see ({'no such file' if file not in seg.files else seg.status})"
         )
+    return seg
+
+
+def _add_indexes(state: _Replay, action: IndexesAdded) -> None:
+    seg = _live_file_segment(state, action.segment_id, action.file, "secondary indexes")
     seg = _with_indexes(state, seg, action.file, action.indexes)
     state.segments = state.segments.set(seg.segment_id, seg)
 
@@ -525,13 +530,7 @@ def _with_indexes(
 
 
 def _add_blooms(state: _Replay, action: BloomFiltersAdded) -> None:
-    seg = _segment(state.segments, action.segment_id, state.version, state.table)
-    if action.file not in seg.files or not seg.is_live:
-        raise CorruptDataError(
-            f"{state.where} adds bloom filters to {action.file!r} of segment "
-            f"{seg.segment_id!r}, which readers do not see "
-            f"({'no such file' if action.file not in seg.files else seg.status})"
-        )
+    seg = _live_file_segment(state, action.segment_id, action.file, "bloom filters")
     seg = _with_blooms(state, seg, action.file, action.blooms)
     state.segments = state.segments.set(seg.segment_id, seg)
 

@@ -320,6 +320,21 @@ def _discard(log: Log, added: Sequence[BloomFiltersAdded | IndexesAdded]) -> Non
                     log.storage.delete(log.storage.join(log.root, index.path))
 
 
+def _reader(
+    log: Log, snapshot: Snapshot, storage_options: Mapping[str, object] | None
+) -> SplitReader:
+    """A reader of every committed row of ``snapshot``'s files, deleted ones included (an
+    index covers every row a blocklet holds)."""
+    return SplitReader(
+        log.storage,
+        log.root,
+        snapshot.schema,
+        storage_options=dict(storage_options or {}),
+        version=snapshot.version,
+        layout=snapshot.layout,
+    )
+
+
 def _write_indexes(
     log: Log,
     snapshot: Snapshot,
@@ -330,14 +345,7 @@ def _write_indexes(
     """Read the indexed columns of each file of ``work`` and write their index files."""
     layout = snapshot.layout
     added: list[IndexesAdded] = []
-    reader = SplitReader(
-        log.storage,
-        log.root,
-        snapshot.schema,
-        storage_options=dict(storage_options or {}),
-        version=snapshot.version,
-        layout=layout,
-    )
+    reader = _reader(log, snapshot, storage_options)
     try:
         for seg, f, physical in work:
             wanted = set(physical)
@@ -387,14 +395,7 @@ def _write_filters(
     physical = set(spec.columns)
     logical = [f for f in snapshot.schema if layout.physical(f.name) in physical]
     output = pa.schema(logical)
-    reader = SplitReader(
-        log.storage,
-        log.root,
-        snapshot.schema,
-        storage_options=dict(storage_options or {}),
-        version=snapshot.version,
-        layout=layout,
-    )
+    reader = _reader(log, snapshot, storage_options)
     added: list[BloomFiltersAdded] = []
     try:
         for seg, f, missing in work:
