@@ -536,9 +536,17 @@ def _normalize(f: PartitionField, v: Any) -> Any:
         out = pa.scalar(v, st).as_py()
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
         raise bad(f"not a value of {st} ({e})") from None
-    if out != v:
+    if not _same_value(out, v):
         raise bad(f"{st} cannot hold it exactly (it would be {out!r})")
     return out
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """``a == b``, with aware datetimes compared as instants: Python's ``==`` across two zones
+    is False for a time inside a DST fold (PEP 495), though both name the same instant."""
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime) and a.tzinfo and b.tzinfo:
+        return a.astimezone(dt.timezone.utc) == b.astimezone(dt.timezone.utc)
+    return bool(a == b)
 
 
 _PY_TYPES: list[tuple[Callable[[pa.DataType], bool], tuple[type, ...]]] = [

@@ -631,6 +631,18 @@ def test_value_json_forms() -> None:
         PartitionSpec.parse(["bucket(4, i8)"], JSON_SCHEMA).value_from_json([True])
 
 
+def test_times_inside_a_dst_fold_round_trip_both_hours() -> None:
+    """Both hours of the night Paris leaves summer time: Python's ``==`` across two zones is
+    False inside a fold (PEP 495), so exactness is checked on the instant."""
+    spec = PartitionSpec.parse(["paris"], JSON_SCHEMA)
+    for fold, text in [(0, "2026-10-25T02:30:00+02:00"), (1, "2026-10-25T02:30:00+01:00")]:
+        value = (dt.datetime(2026, 10, 25, 2, 30, tzinfo=ZoneInfo("Europe/Paris"), fold=fold),)
+        assert spec.normalize(value) == value
+        assert spec.value_to_json(value) == [text]
+        (back,) = spec.value_from_json([text])
+        assert back.utcoffset() == value[0].utcoffset() and back.fold == fold
+
+
 def test_describe() -> None:
     spec = PartitionSpec.parse(["region", "day(ts)", "bucket(16, id)"], PARSE_SCHEMA)
     assert (
