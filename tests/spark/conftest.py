@@ -5,9 +5,11 @@
 micro-batch about a second, so tests keep their data small and share this session.
 
 Tests marked ``spark_job(name)`` need a driver that runs as a subprocess with its own Spark
-(tests/support/spark_jobs.py). Every such driver a selected test needs is started when the
-session's Spark starts, so their start-up overlaps; those tests run last and collect the
-results.
+(tests/support/spark_jobs.py). In one process, every such driver a selected test needs is
+started when the session's Spark starts, so their start-up overlaps, and those tests run last
+and collect the results. Under pytest-xdist (the default: ``-n 2``) every worker collects every
+test but runs only some, so a driver starts when its test first asks for it and those tests
+run first, each driver beside the other worker's tests.
 """
 
 from __future__ import annotations
@@ -32,12 +34,18 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def under_xdist() -> bool:
+    """True in a pytest-xdist worker."""
+    return "PYTEST_XDIST_WORKER" in os.environ
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that wait for a background driver go after the other Spark tests."""
+    """Tests that wait for a background driver go after the other tests (their drivers were
+    started with the session's Spark), or first under xdist (their drivers start with them)."""
     waiting = [i for i in items if i.get_closest_marker("spark_job") is not None]
     if waiting:
         rest = [i for i in items if i.get_closest_marker("spark_job") is None]
-        items[:] = rest + waiting
+        items[:] = waiting + rest if under_xdist() else rest + waiting
 
 
 class SparkJobs:
@@ -66,8 +74,9 @@ def spark_jobs(
     unknown = wanted - set(JOBS)
     if unknown:
         raise pytest.UsageError(f"unknown spark_job names: {sorted(unknown)}")
-    for name in sorted(wanted):
-        jobs.start(name)
+    if not under_xdist():
+        for name in sorted(wanted):
+            jobs.start(name)
     yield jobs
     jobs.close()
 

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.spark
 JOB_TIMEOUT = 600  # these start their own Spark next to the session's
 
 
+@pytest.mark.slow
 @pytest.mark.spark_job("cluster_driver")
 def test_local_cluster_stream_write_then_batch_read(spark_jobs: Any) -> None:
     job = spark_jobs.start("cluster_driver")

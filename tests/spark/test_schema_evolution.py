@@ -250,7 +250,9 @@ def _saved(out: Any) -> dict[int, list[dict[str, Any]]]:
     return {int(f.stem): json.loads(f.read_text()) for f in out.iterdir()}
 
 
-@pytest.mark.parametrize("feed", [False, True], ids=["rows", "change-feed"])
+@pytest.mark.parametrize(
+    "feed", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["rows", "change-feed"]
+)
 def test_running_query_fails_at_a_rename_and_its_restart_reads_on(
     spark: Any, tmp_path: Any, feed: bool, stop_queries: None
 ) -> None:
@@ -395,7 +397,11 @@ def _stream_into(spark: Any, source: str, sink: str, ck: str) -> Any:
     ("change", "message"),
     [
         (lambda t: t.rename_column("k", "kind"), "column 'k' was renamed to 'kind' at version 2"),
-        (lambda t: t.drop_columns(["k"]), "column 'k' was dropped at version 2"),
+        pytest.param(
+            lambda t: t.drop_columns(["k"]),
+            "column 'k' was dropped at version 2",
+            marks=pytest.mark.slow,
+        ),
     ],
     ids=["rename", "drop"],
 )

@@ -66,8 +66,8 @@ def read_into_memory(spark: Any, path: str, **options: Any) -> tuple[Any, pa.Tab
     ("start", "separate_writers", "batches"),
     [
         pytest.param("snapshot", True, K, id="snapshot-K-files"),
-        pytest.param("snapshot", False, 1, id="snapshot-one-file"),
-        pytest.param("log", False, K, id="log-K-ranges-of-one-file"),
+        pytest.param("snapshot", False, 1, id="snapshot-one-file", marks=pytest.mark.slow),
+        pytest.param("log", False, K, id="log-K-ranges-of-one-file", marks=pytest.mark.slow),
     ],
 )
 def test_max_files_per_trigger(
@@ -316,7 +316,9 @@ def test_limits_hold_inside_a_compacted_file(
     assert [p["numInputRows"] for p in data_batches(q)] == batches
 
 
-@pytest.mark.parametrize("option", ["maxRowsPerTrigger", "maxBytesPerTrigger"])
+@pytest.mark.parametrize(
+    "option", ["maxRowsPerTrigger", pytest.param("maxBytesPerTrigger", marks=pytest.mark.slow)]
+)
 def test_limit_inside_a_blocklet_and_restart(
     spark: Any, tmp_path: Any, option: str, stop_queries: None
 ) -> None:

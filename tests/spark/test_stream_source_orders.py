@@ -193,12 +193,13 @@ def check_rows(run: Run, outcomes: dict[str, Outcome]) -> None:
 
 SMALL = [
     pytest.param(Setup(), id="twice"),
-    pytest.param(Setup(ask="restart"), id="restart"),
-    pytest.param(Setup(ask="available_now"), id="available-now"),
+    pytest.param(Setup(ask="restart"), id="restart", marks=pytest.mark.slow),
+    pytest.param(Setup(ask="available_now"), id="available-now", marks=pytest.mark.slow),
 ]
 """The plain reader; the change feed has the same start but reads each version by opening the
 table (a seam per version read), which makes its every-order exploration thousands of orders:
-random orders cover it."""
+random orders cover it. The default tier explores every order of a fresh query; those of a
+restart and of availableNow are in the slow tier (random orders of both run by default)."""
 
 
 @pytest.mark.parametrize("setup", SMALL)
