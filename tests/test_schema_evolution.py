@@ -232,6 +232,13 @@ def test_widening_reads_older_files_cast_up_and_prunes_exactly(
     assert (
         table.to_arrow(version=version - 1).schema.field(column).type == SCHEMA.field(column).type
     )
+    # a table opened from a checkpoint written after the widening prunes as this one does
+    log = Path(table.path) / "_carbonlite" / "log"
+    assert max(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.json")) > version
+    again = cl.open_table(table.path)
+    selected = table.plan_splits(filter=filter).blocklets_selected
+    assert again.plan_splits(filter=filter).blocklets_selected == selected
+    assert again.to_arrow(filter=filter).column("id").to_pylist() == list(range(85, 93))
     table.finish_streaming()
     table.handoff()
     table.compact("major")

@@ -144,13 +144,33 @@ def conform_entries(table: pa.Table, schema: pa.Schema) -> pa.Table:
     target = _entries_schema(schema)
     arrays = []
     for field in target:
-        if field.name in table.column_names and table.schema.field(field.name).type == field.type:
+        have = table.schema.field(field.name).type if field.name in table.column_names else None
+        if have == field.type:
             arrays.append(table.column(field.name))
         elif field.name == "file":
             arrays.append(pc.dictionary_encode(table.column("file")).cast(_FILE_TYPE))
+        elif have is not None and _widened_decimal_bounds(have, field.type):
+            arrays.append(table.column(field.name).cast(field.type))
         else:
             arrays.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(arrays, schema=target)
+
+
+def _widened_decimal_bounds(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether statistics of type ``have`` are those of a decimal column widened to ``want``
+    (more precision, the same scale: a widening that keeps the column's physical name), so
+    casting the bounds keeps every value exactly."""
+    if not (pa.types.is_struct(have) and pa.types.is_struct(want)):
+        return False
+    if [f.name for f in have] != [f.name for f in want] or "min" not in have.names:
+        return False
+    old, new = have.field("min").type, want.field("min").type
+    return (
+        pa.types.is_decimal(old)
+        and pa.types.is_decimal(new)
+        and old.scale == new.scale
+        and old.precision <= new.precision
+    )
 
 
 def read_entries(table: pa.Table, rows: Sequence[int], schema: pa.Schema) -> list[BlockletEntry]:

@@ -482,39 +482,6 @@ def test_widen_decimal_keeps_filters_and_answers(tmp_path: Path) -> None:
     assert_bloom_prunes(t, "d", Decimal("2.41"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: after widen_column of a decimal (decimal128(9, 2) -> decimal128(20, 2)), a "
-    "table loaded from a checkpoint written after the widening has lost the column's min/max "
-    "pruning (every blocklet is selected; the same table in the process that wrote it prunes); "
-    "int32 -> int64 and float32 -> float64 keep it. Present before the bloom commit too.",
-)
-def test_widened_decimal_keeps_min_max_pruning_across_a_checkpoint(tmp_path: Path) -> None:
-    schema = pa.schema([pa.field("n", pa.int64()), pa.field("d", pa.decimal128(9, 2))])
-    root = str(tmp_path / "wc")
-    t = cl.create_table(
-        root,
-        schema,
-        properties={
-            "blocklet_max_rows": "4",
-            "checkpoint_interval": "2",
-            "bloom_filter_columns": "d",
-        },
-    )
-    t.append(
-        pa.table(
-            {"n": list(range(64)), "d": [Decimal(i).scaleb(-2) for i in range(64)]}, schema=schema
-        )
-    )
-    t.widen_column("d", pa.decimal128(20, 2))
-    t.set_properties({"user.note": "a commit after the widening: a checkpoint is written"})
-    below = pc.field("d") < Decimal("0.04")
-    assert t.plan_splits(filter=below).blocklets_selected == 1
-    again = cl.open_table(root)
-    assert again.to_arrow(filter=below).num_rows == 4  # the answer is right either way
-    assert again.plan_splits(filter=below).blocklets_selected == 1  # fails: 16
-
-
 # --- reopening -------------------------------------------------------------------------------
 
 
