@@ -58,7 +58,6 @@ __all__ = [
     "distinct_estimate",
     "encode_bloom_record",
     "locate_bloom_record",
-    "probe_any",
     "probe_located",
 ]
 
@@ -262,32 +261,6 @@ def _positions(
     with np.errstate(over="ignore"):
         bit = (key[:, None] * _SALT[None, :]) >> np.uint32(27)
     return block, bit.astype(np.int64)
-
-
-def probe_any(
-    words: npt.NDArray[np.uint32],
-    starts: npt.NDArray[np.int64],
-    blocks: npt.NDArray[np.int64],
-    hashes: U64,
-) -> Bools:
-    """For filters laid end to end in ``words`` (filter j: ``blocks[j]`` blocks from word
-    ``starts[j]``): True where filter j may hold at least one of ``hashes``."""
-    n = len(starts)
-    out = np.zeros(n, dtype=np.bool_)
-    hashes = np.unique(np.asarray(hashes, dtype=np.uint64))
-    if n == 0 or len(hashes) == 0:
-        return out
-    per = max(1, _PROBE_PAIRS // len(hashes))
-    for a in range(0, n, per):
-        b = min(a + per, n)
-        f = np.repeat(np.arange(a, b), len(hashes))
-        h = np.tile(hashes, b - a)
-        block, bit = _positions(h, blocks[f])
-        first = starts[f] + block * _WORDS
-        w = words[first[:, None] + np.arange(_WORDS)]
-        hit = np.all((w >> bit.astype(np.uint32)) & np.uint32(1) == 1, axis=1)
-        out[a:b] = hit.reshape(b - a, len(hashes)).any(axis=1)
-    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from carbonlite.format.bloom import (
     decode_bloom_record,
     distinct_estimate,
     encode_bloom_record,
-    probe_any,
+    probe_located,
 )
 from carbonlite.format.layout import crc32c
 from tests.format.strategies import INT_TYPES, values
@@ -94,8 +94,9 @@ def equals_some(array: pa.Array, probe: pa.Array) -> bool:
 def lay_end_to_end(
     filters: list[BloomFilter], gaps: list[int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``words``, ``starts``, ``blocks`` for :func:`probe_any`; ``gaps[j]`` blocks of all-ones
-    words go before filter j, so that a probe reading the wrong words answers True."""
+    """``data``, ``offsets``, ``blocks`` for :func:`probe_located`: filters laid end to end in
+    bytes; ``gaps[j]`` blocks of all-ones words go before filter j, so that a probe reading the
+    wrong bytes answers True."""
     parts: list[np.ndarray] = []
     starts, blocks = [], []
     pos = 0
@@ -108,8 +109,8 @@ def lay_end_to_end(
         pos += len(f.words)
     parts.append(np.full(8, ALL_ONES, dtype=np.uint32))
     return (
-        np.concatenate(parts).astype(np.uint32),
-        np.array(starts, dtype=np.int64),
+        np.concatenate(parts).astype("<u4").view(np.uint8),
+        np.array(starts, dtype=np.int64) * 4,
         np.array(blocks, dtype=np.int64),
     )
 
@@ -146,7 +147,7 @@ def test_no_false_negatives(t: pa.DataType, data: st.DataObject) -> None:
 
     arrays = [to_array(c, t) for c in columns]
     filters = [BloomFilter.of_hashes(bloom_hashes(a), fpp) for a in arrays]
-    words, starts, blocks = lay_end_to_end(filters, gaps)
+    data, offsets, blocks = lay_end_to_end(filters, gaps)
 
     # every value of a column tests positive in its filter, all at once
     for a, f in zip(arrays, filters, strict=True):
@@ -158,7 +159,7 @@ def test_no_false_negatives(t: pa.DataType, data: st.DataObject) -> None:
     for p in distinct(probes):
         probe = to_array([p], t)
         h = bloom_hashes(probe)
-        anywhere = probe_any(words, starts, blocks, h)
+        anywhere = probe_located(data, offsets, blocks, h)
         assert anywhere.shape == (len(filters),)
         for j, (a, f) in enumerate(zip(arrays, filters, strict=True)):
             answer = f.might_contain(h)
@@ -756,31 +757,31 @@ def test_build_record_no_false_negatives(data: st.DataObject) -> None:
         assert decoded[name].filter.might_contain(bloom_hashes(columns[name])).all()
 
 
-# -- 7. probe_any -------------------------------------------------------------------------------
+# -- 7. probe_located ---------------------------------------------------------------------------
 
 
-def test_probe_any_no_filters() -> None:
-    out = probe_any(
-        np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.int64), random_hashes(1, 5)
+def test_probe_located_no_filters() -> None:
+    out = probe_located(
+        np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), random_hashes(1, 5)
     )
     assert out.dtype == np.bool_ and out.shape == (0,)
 
 
-def test_probe_any_no_hashes() -> None:
+def test_probe_located_no_hashes() -> None:
     filters = [BloomFilter.of_hashes(random_hashes(i, 50), 0.5) for i in range(4)]
-    words, starts, blocks = lay_end_to_end(filters, [0, 1, 0, 2])
+    data, offsets, blocks = lay_end_to_end(filters, [0, 1, 0, 2])
     for empty in (np.zeros(0, np.uint64), bloom_hashes(pa.array([None], pa.int64()))):
-        out = probe_any(words, starts, blocks, empty)
+        out = probe_located(data, offsets, blocks, empty)
         assert out.dtype == np.bool_
         np.testing.assert_array_equal(out, np.zeros(4, np.bool_))
 
 
-def test_probe_any_all_ones_filter_always_answers() -> None:
+def test_probe_located_all_ones_filter_always_answers() -> None:
     full = BloomFilter(np.full(16, ALL_ONES, dtype=np.uint32))
     empty = BloomFilter(np.zeros(24, np.uint32))
-    words, starts, blocks = lay_end_to_end([empty, full, empty], [0, 0, 0])
+    data, offsets, blocks = lay_end_to_end([empty, full, empty], [0, 0, 0])
     np.testing.assert_array_equal(
-        probe_any(words, starts, blocks, random_hashes(3, 7)), [False, True, False]
+        probe_located(data, offsets, blocks, random_hashes(3, 7)), [False, True, False]
     )
 
 
@@ -802,32 +803,34 @@ def _probe_case(
     absent = random_hashes(7_000_000 + seed, max(0, n_hashes - len(present)))
     hashes = np.concatenate([absent, present.astype(np.uint64)])[:n_hashes]
     holders &= np.array([np.isin(c, hashes).any() for c in contents])
-    words, starts, blocks = lay_end_to_end(filters, rng.integers(0, 3, n_filters).tolist())
-    return words, starts, blocks, hashes, filters, holders
+    data, offsets, blocks = lay_end_to_end(filters, rng.integers(0, 3, n_filters).tolist())
+    return data, offsets, blocks, hashes, filters, holders
 
 
-def test_probe_any_many_pairs_agrees_with_might_contain() -> None:
+def test_probe_located_many_pairs_agrees_with_might_contain() -> None:
     """300 filters x 5,000 hashes: more than 2**20 (filter, hash) pairs, so the probe runs in
     several chunks; the hashes are also passed with repeats and out of order."""
-    words, starts, blocks, hashes, filters, holders = _probe_case(300, 5000, 424242)
+    data, offsets, blocks, hashes, filters, holders = _probe_case(300, 5000, 424242)
     assert len(filters) * len(hashes) > 2**20
     assert 50 < holders.sum() < 250
     expected = np.array([f.might_contain(hashes).any() for f in filters])
-    got = probe_any(words, starts, blocks, hashes)
+    got = probe_located(data, offsets, blocks, hashes)
     np.testing.assert_array_equal(got, expected)
     # the filters holding one of the values answer; at fpp 1e-7 the others do not
     np.testing.assert_array_equal(got, holders)
     shuffled = np.random.default_rng(1).permutation(np.concatenate([hashes, hashes[::3]]))
-    np.testing.assert_array_equal(probe_any(words, starts, blocks, shuffled), holders)
+    np.testing.assert_array_equal(probe_located(data, offsets, blocks, shuffled), holders)
 
 
 @pytest.mark.parametrize(
     ("n_filters", "n_hashes"),
     [(12, 1), (12, 2), (40, 1000), (7, 2**20 // 7), (12, 2**20 // 7 + 1)],
 )
-def test_probe_any_agrees_with_might_contain_at_chunk_edges(n_filters: int, n_hashes: int) -> None:
-    words, starts, blocks, hashes, filters, holders = _probe_case(n_filters, n_hashes, n_hashes)
-    got = probe_any(words, starts, blocks, hashes)
+def test_probe_located_agrees_with_might_contain_at_chunk_edges(
+    n_filters: int, n_hashes: int
+) -> None:
+    data, offsets, blocks, hashes, filters, holders = _probe_case(n_filters, n_hashes, n_hashes)
+    got = probe_located(data, offsets, blocks, hashes)
     np.testing.assert_array_equal(got, [f.might_contain(hashes).any() for f in filters])
     np.testing.assert_array_equal(got, holders)
 
@@ -841,17 +844,17 @@ def test_probe_any_agrees_with_might_contain_at_chunk_edges(n_filters: int, n_ha
     st.lists(st.integers(0, 2**64 - 1), max_size=30),
     st.integers(0, 2**32),
 )
-def test_probe_any_agrees_with_might_contain(
+def test_probe_located_agrees_with_might_contain(
     specs: list[tuple[int, float, int]], extra: list[int], seed: int
 ) -> None:
     contents = [random_hashes(seed + j, n) for j, (n, _, _) in enumerate(specs)]
     filters = [
         BloomFilter.of_hashes(c, fpp) for c, (_, fpp, _) in zip(contents, specs, strict=True)
     ]
-    words, starts, blocks = lay_end_to_end(filters, [gap for _, _, gap in specs])
+    data, offsets, blocks = lay_end_to_end(filters, [gap for _, _, gap in specs])
     picked = [c[: len(c) // 50] for c in contents]
     hashes = np.concatenate([np.array(extra, np.uint64), *picked])
-    got = probe_any(words, starts, blocks, hashes)
+    got = probe_located(data, offsets, blocks, hashes)
     assert got.shape == (len(filters),)
     np.testing.assert_array_equal(
         got, np.array([f.might_contain(hashes).any() for f in filters], np.bool_)
