@@ -204,90 +204,86 @@ def _path(key: str) -> str:
     return key.rpartition("\0")[2]
 
 
-class _Damaged:
-    """A file that could not be read or decoded: its blocklets are read, not pruned."""
-
-
-_DAMAGED = _Damaged()
-
-
 class BloomFileCache:
-    """Bloom files, each read once (one request) and kept while the cache holds fewer than
-    ``max_bytes``: they never change once written."""
+    """Bloom filter and secondary index files, each read once (one request), decoded once and
+    kept, least recently used first out, while they hold fewer than ``max_bytes`` together:
+    they never change once written. A file that is gone or damaged is remembered as such (its
+    blocklets are read, not pruned); a read error that may pass is not remembered."""
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._files: OrderedDict[str, _BloomFile | None] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[object | None, int]] = OrderedDict()
         self._bytes = 0
-        self._indexes: OrderedDict[str, SecondaryIndex | _Damaged] = OrderedDict()
-        self._index_sizes: dict[str, int] = {}
-        self._index_bytes = 0
         self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the files held (damaged ones count none)."""
+        with self._lock:
+            return self._bytes
 
     def read(self, key: str, size: int, fetch: Callable[[], bytes]) -> _BloomFile | None:
         """The bloom file ``key`` of ``size`` bytes; None when it cannot be read or is not a
         bloom file (its blocklets are then read, not pruned)."""
-        with self._lock:
-            if key in self._files:
-                self._files.move_to_end(key)
-                return self._files[key]
-        try:
-            data: bytes | None = fetch()
-        except FileNotFoundError:
-            _logger.warning("bloom filter file %s is gone: not pruning with it", _path(key))
-            data = None
-        except (OSError, CarbonLiteError) as exc:  # perhaps passing: not remembered
-            _logger.warning(
-                "bloom filter file %s cannot be read (%s): not pruning with it", _path(key), exc
-            )
-            return None
-        if data is not None and (len(data) != size or not data.startswith(BLOOM_FILE_MAGIC)):
-            _logger.warning("bloom filter file %s is damaged: not pruning with it", _path(key))
-            data = None
-        loaded = None if data is None else _BloomFile(data, _path(key))
-        with self._lock:
-            self._files[key] = loaded
-            self._bytes += size if loaded is not None else 0
-            while self._bytes > self.max_bytes and len(self._files) > 1:
-                _, old = self._files.popitem(last=False)
-                self._bytes -= len(old.bytes) if old is not None else 0
-        return loaded
+
+        def decode(data: bytes) -> _BloomFile:
+            if not data.startswith(BLOOM_FILE_MAGIC):
+                raise CorruptDataError("not a bloom filter file", path=_path(key))
+            return _BloomFile(data, _path(key))
+
+        found = self._get(key, size, fetch, decode, "bloom filter file")
+        return found if isinstance(found, _BloomFile) else None
 
     def index(self, key: str, size: int, fetch: Callable[[], bytes]) -> SecondaryIndex | None:
         """The secondary index file ``key`` of ``size`` bytes, decoded; None when it cannot
-        be read or is damaged (a read error that may pass is not remembered)."""
+        be read or is damaged."""
+        found = self._get(
+            key,
+            size,
+            fetch,
+            lambda data: SecondaryIndex.decode(data, where=_path(key)),
+            "secondary index",
+        )
+        return found if isinstance(found, SecondaryIndex) else None
+
+    def _get(
+        self,
+        key: str,
+        size: int,
+        fetch: Callable[[], bytes],
+        decode: Callable[[bytes], object],
+        what: str,
+    ) -> object | None:
         with self._lock:
-            if key in self._indexes:
-                self._indexes.move_to_end(key)
-                found = self._indexes[key]
-                return None if isinstance(found, _Damaged) else found
-        decoded: SecondaryIndex | _Damaged
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key][0]
+        decoded: object | None = None
         try:
             data = fetch()
-            if len(data) != size:
-                raise CorruptDataError(
-                    f"the secondary index file has {len(data)} bytes, not {size}", path=_path(key)
-                )
-            decoded = SecondaryIndex.decode(data, where=_path(key))
         except FileNotFoundError:
-            _logger.warning("secondary index %s is gone: not pruning with it", _path(key))
-            decoded = _DAMAGED
-        except CarbonLiteError as exc:
-            _logger.warning("%s: not pruning with it", exc)
-            decoded = _DAMAGED
-        except OSError as exc:
-            _logger.warning(
-                "secondary index %s cannot be read (%s): not pruning with it", _path(key), exc
-            )
+            _logger.warning("%s %s is gone: not pruning with it", what, _path(key))
+        except (OSError, CarbonLiteError) as exc:
+            _logger.warning("%s %s cannot be read (%s): not pruning with it", what, _path(key), exc)
             return None
+        else:
+            try:
+                if len(data) != size:
+                    raise CorruptDataError(
+                        f"the {what} has {len(data)} bytes, not {size}", path=_path(key)
+                    )
+                decoded = decode(data)
+            except CarbonLiteError as exc:
+                _logger.warning("%s is damaged (%s): not pruning with it", what, exc)
         with self._lock:
-            self._indexes[key] = decoded
-            self._index_sizes[key] = size
-            self._index_bytes += size
-            while self._index_bytes > self.max_bytes and len(self._indexes) > 1:
-                old, _ = self._indexes.popitem(last=False)
-                self._index_bytes -= self._index_sizes.pop(old, 0)
-        return None if isinstance(decoded, _Damaged) else decoded
+            if key not in self._entries:
+                held = size if decoded is not None else 0
+                self._entries[key] = (decoded, held)
+                self._bytes += held
+                while self._bytes > self.max_bytes and len(self._entries) > 1:
+                    _, (_, freed) = self._entries.popitem(last=False)
+                    self._bytes -= freed
+        return decoded
 
 
 SHARED_CACHE = BloomFileCache()
