@@ -22,110 +22,26 @@ import pyarrow.compute as pc
 import pytest
 
 import carbonlite as cl
-from carbonlite.reader import bloom_prune
-from carbonlite.reader.planner import ScanPlan
 from carbonlite.seams import listening
-
-ROWS = 240
-MAX_ROWS = 8  # rows per blocklet
-ABSENT = 241  # odd: never stored, inside every blocklet's bounds
-SCHEMA = pa.schema(
-    [
-        pa.field("n", pa.int64(), nullable=False),
-        pa.field("id", pa.int64()),
-        pa.field("name", pa.string()),
-    ]
+from tests.support.lookups import (
+    BLOCKLET,
+    SCHEMA,
+    assert_bloom_prunes,
+    check_counts,
+    damage,
+    data_files,
+    forget_side_files,
+    plan_of,
+    referenced_side_files,
+    reopened_from_checkpoint,
+    side_files,
+    sorted_rows,
 )
+from tests.support.lookups import BLOOM_TABLES as TABLES
+from tests.support.lookups import fresh_side_file_cache as fresh_side_file_cache
 
-
-@pytest.fixture(autouse=True)
-def fresh_bloom_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Bloom files are cached per process: start every test with an empty cache."""
-    monkeypatch.setattr(bloom_prune, "SHARED_CACHE", bloom_prune.BloomFileCache())
-
-
-def forget_bloom_files() -> None:
-    """Make the next plan read bloom files again (after they were damaged on disk)."""
-    bloom_prune.SHARED_CACHE = bloom_prune.BloomFileCache()
-
-
-def rows(first: int = 0, count: int = ROWS, schema: pa.Schema = SCHEMA) -> pa.Table:
-    """Rows n = first.., ids even and interleaved so every blocklet spans nearly all of them."""
-    n = list(range(first, first + count))
-    ids = [2 * ((i * 37) % ROWS) for i in n]
-    data: dict[str, Any] = {"n": n, "id": ids, "name": [f"user-{i}" for i in ids]}
-    return pa.table({f.name: data[f.name] for f in schema}, schema=schema)
-
-
-def new_table(tmp_path: Path, name: str = "t", **properties: str) -> cl.Table:
-    return cl.create_table(
-        str(tmp_path / name),
-        SCHEMA,
-        properties={
-            "blocklet_max_rows": str(MAX_ROWS),
-            "handoff_blocklet_rows": str(MAX_ROWS),
-            "bloom_filter_columns": "id,name",
-            **properties,
-        },
-    )
-
-
-def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
-    return table.sort_by("n").to_pylist()
-
-
-LOOKUPS = [
-    pc.field("id") == ABSENT,
-    pc.field("id") == 100,
-    pc.field("id").isin([ABSENT, 3, 5, 100, 102]),
-    (pc.field("id") == 7) | (pc.field("id") == 200),
-    (pc.field("name") == "user-100") & (pc.field("n") >= 0),
-    pc.field("name").isin(["user-1", "user-3"]),
-]
-
-
-def check_lookups(t: cl.Table, model: pa.Table, lookups: list[Any] = LOOKUPS) -> None:
-    """Every lookup returns exactly the rows ``model`` holds for it."""
-    for expression in lookups:
-        got = t.to_arrow(filter=expression)
-        expected = model.filter(expression)
-        assert sorted_rows(got) == sorted_rows(expected), f"filter {expression}"
-
-
-def absent_plan(t: cl.Table, column: str = "id", value: Any = ABSENT) -> ScanPlan:
-    plan = t.plan_splits(filter=pc.field(column) == value)
-    assert plan.blocklets_selected + plan.blocklets_pruned == plan.blocklets_total
-    return plan
-
-
-def assert_bloom_prunes(t: cl.Table, column: str = "id", value: Any = ABSENT) -> ScanPlan:
-    """A lookup of an absent value inside every blocklet's bounds is pruned by bloom."""
-    plan = absent_plan(t, column, value)
-    assert plan.blocklets_total > 0
-    assert plan.blocklets_pruned_by_bloom > 0, plan
-    assert plan.blocklets_pruned_by_bloom >= 0.8 * (
-        plan.blocklets_total - plan.blocklets_pruned_by_stats - plan.blocklets_pruned_by_partition
-    ), plan
-    assert plan.blocklets_bloom_unreadable == 0
-    return plan
-
-
-def bloom_files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*.bloom")}
-
-
-def referenced_bloom_files(t: cl.Table) -> set[str]:
-    """Bloom files the latest version names, of live and retired segments alike."""
-    return {
-        path
-        for seg in t.snapshot().segments.values()
-        for f in seg.files.values()
-        for path in f.bloom_files
-    }
-
-
-def data_files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*.cblt")}
+ROWS, ABSENT, LOOKUPS = TABLES.total, TABLES.absent, TABLES.lookups
+rows, new_table, check_lookups = TABLES.rows, TABLES.new_table, TABLES.check_lookups
 
 
 # --- maintenance -----------------------------------------------------------------------------
@@ -138,14 +54,14 @@ def test_handoff_and_major_compaction_keep_filters(tmp_path: Path) -> None:
     model = rows()
     check_lookups(t, model)
     assert_bloom_prunes(t)
-    streaming_blooms = bloom_files(tmp_path / "t")
+    streaming_blooms = side_files(tmp_path / "t", "bloom")
     assert streaming_blooms
     t.finish_streaming()
     t.handoff()
     assert {s.format for s in t.segments() if s.status == "SUCCESS"} == {"COLUMNAR"}
     check_lookups(t, model)
     assert_bloom_prunes(t, "name", "user-1")
-    assert bloom_files(tmp_path / "t") > streaming_blooms  # the handoff's own
+    assert side_files(tmp_path / "t", "bloom") > streaming_blooms  # the handoff's own
     t.append(rows(240, 40))
     t.finish_streaming()
     t.handoff()
@@ -184,7 +100,7 @@ def test_partitions_and_bloom_filters_both_prune(tmp_path: Path, partition: str)
         str(tmp_path / "p"),
         schema,
         partition_by=[partition],
-        properties={"blocklet_max_rows": str(MAX_ROWS), "bloom_filter_columns": "id,name"},
+        properties={"blocklet_max_rows": str(BLOCKLET), "bloom_filter_columns": "id,name"},
     )
     data = rows().append_column("part", pa.array([i % 3 for i in range(ROWS)], pa.int32()))
     t.append(data)
@@ -201,13 +117,8 @@ def test_partitions_and_bloom_filters_both_prune(tmp_path: Path, partition: str)
         plan = t.plan_splits(filter=pc.field("id") == ABSENT)
     assert plan.blocklets_pruned_by_bloom > 0, plan
     assert plan.blocklets_bloom_unreadable == 0
-    assert (
-        plan.blocklets_pruned_by_partition
-        + plan.blocklets_pruned_by_stats
-        + plan.blocklets_pruned_by_bloom
-        + plan.blocklets_selected
-        == plan.blocklets_total
-    )
+    check_counts(plan)
+    assert plan.blocklets_pruned_by_index == 0, plan
 
 
 def test_restore_keeps_filters(tmp_path: Path) -> None:
@@ -233,7 +144,7 @@ def test_build_index_racing_a_handoff(tmp_path: Path) -> None:
     t = cl.create_table(
         str(root),
         SCHEMA,
-        properties={"blocklet_max_rows": str(MAX_ROWS), "handoff_blocklet_rows": str(MAX_ROWS)},
+        properties={"blocklet_max_rows": str(BLOCKLET), "handoff_blocklet_rows": str(BLOCKLET)},
     )
     t.append(rows())
     other = cl.open_table(str(root))
@@ -249,10 +160,11 @@ def test_build_index_racing_a_handoff(tmp_path: Path) -> None:
         built = t.build_index(["id"])
     assert raced
     assert built.version == t.version
-    assert built.blocklets == ROWS // MAX_ROWS  # those of the handoff's output only
+    assert built.blocklets == ROWS // BLOCKLET  # those of the handoff's output only
     assert t.properties["bloom_filter_columns"] == "id"
     assert t.build_index().version is None
-    assert bloom_files(root) == referenced_bloom_files(t)  # the discarded filters are gone
+    # the discarded filters are gone
+    assert side_files(root, "bloom") == referenced_side_files(t, "bloom")
     check_lookups(t, rows(), LOOKUPS[:4])
     assert_bloom_prunes(t)
 
@@ -281,14 +193,14 @@ def test_relocated_append_keeps_filters(tmp_path: Path, meanwhile: str) -> None:
     assert [s.status for s in t.segments()][-1] == "STREAMING"
     check_lookups(t, rows())
     plan = assert_bloom_prunes(t)
-    assert plan.blocklets_total == ROWS // MAX_ROWS
+    assert plan.blocklets_total == ROWS // BLOCKLET
     assert t.verify().ok
-    referenced = referenced_bloom_files(t)
-    left_behind = bloom_files(root) - referenced
+    referenced = referenced_side_files(t, "bloom")
+    left_behind = side_files(root, "bloom") - referenced
     assert len(left_behind) == 1
     assert set(t.recover(min_age=0).orphans) == left_behind
-    assert bloom_files(root) == referenced
-    forget_bloom_files()
+    assert side_files(root, "bloom") == referenced
+    forget_side_files()
     check_lookups(t, rows())
     assert_bloom_prunes(t)
 
@@ -325,7 +237,7 @@ def test_merge_and_upsert_write_filters(tmp_path: Path, write: Any) -> None:
         str(tmp_path / "k"),
         SCHEMA,
         primary_key=["n"] if keyed else (),
-        properties={"blocklet_max_rows": str(MAX_ROWS), "bloom_filter_columns": "id,name"},
+        properties={"blocklet_max_rows": str(BLOCKLET), "bloom_filter_columns": "id,name"},
     )
     t.append(rows())
     new = pa.table({"n": [5, 9_999], "id": [ABSENT, ABSENT + 2], "name": ["x", "y"]}, schema=SCHEMA)
@@ -342,7 +254,7 @@ def test_publish_writes_filters(tmp_path: Path) -> None:
         str(tmp_path / "pub"),
         schema,
         partition_by=["part"],
-        properties={"blocklet_max_rows": str(MAX_ROWS), "bloom_filter_columns": "id,name"},
+        properties={"blocklet_max_rows": str(BLOCKLET), "bloom_filter_columns": "id,name"},
     )
     data = rows().append_column("part", pa.array(["a" if i % 2 else "b" for i in range(ROWS)]))
     t.publish(data)
@@ -374,7 +286,7 @@ def test_restore_then_clean(tmp_path: Path) -> None:
     t.compact("major")
     t.restore(v1)
     t.clean(retention=0, force=True)
-    forget_bloom_files()
+    forget_side_files()
     check_lookups(t, rows(0, 120))
     assert_bloom_prunes(t)
     assert t.verify().ok
@@ -432,7 +344,7 @@ def test_widen_int32_to_int64_keeps_using_old_filters(tmp_path: Path) -> None:
     t = cl.create_table(
         str(tmp_path / "w"),
         schema,
-        properties={"blocklet_max_rows": str(MAX_ROWS), "bloom_filter_columns": "id"},
+        properties={"blocklet_max_rows": str(BLOCKLET), "bloom_filter_columns": "id"},
     )
     t.append(rows(schema=schema))
     assert_bloom_prunes(t)
@@ -450,7 +362,7 @@ def test_widen_int32_to_int64_keeps_using_old_filters(tmp_path: Path) -> None:
     ]
     check_lookups(t, model, lookups)
     plan = assert_bloom_prunes(t)
-    assert plan.blocklets_total == ROWS // MAX_ROWS + 1
+    assert plan.blocklets_total == ROWS // BLOCKLET + 1
 
 
 def test_widen_decimal_keeps_filters_and_answers(tmp_path: Path) -> None:
@@ -461,7 +373,7 @@ def test_widen_decimal_keeps_filters_and_answers(tmp_path: Path) -> None:
     t = cl.create_table(
         str(tmp_path / "wd"),
         schema,
-        properties={"blocklet_max_rows": str(MAX_ROWS), "bloom_filter_columns": "d"},
+        properties={"blocklet_max_rows": str(BLOCKLET), "bloom_filter_columns": "d"},
     )
     data = pa.table(
         {
@@ -496,30 +408,13 @@ def test_reopen_after_checkpoint(tmp_path: Path) -> None:
     model = pa.concat_tables([*parts, rows(240, 20)])
     assert list((tmp_path / "t" / "_carbonlite" / "log").glob("*.checkpoint.json"))
     again = cl.open_table(str(tmp_path / "t"))
-    forget_bloom_files()
+    forget_side_files()
     check_lookups(again, model)
     assert_bloom_prunes(again)
     assert again.properties["bloom_filter_columns"] == "id,name"
 
 
 # --- damaged filters -------------------------------------------------------------------------
-
-
-def _damage(path: Path, how: str) -> None:
-    data = path.read_bytes()
-    if how == "flip":
-        i = 8 + 20  # inside the first record
-        path.write_bytes(data[:i] + bytes([data[i] ^ 0x40]) + data[i + 1 :])
-    elif how == "truncate":
-        path.write_bytes(data[: len(data) - 7])
-    elif how == "delete":
-        path.unlink()
-    elif how == "magic":
-        path.write_bytes(b"XXBLOOM1" + data[8:])
-    elif how == "crc":
-        path.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # the last record's checksum
-    else:
-        raise AssertionError(how)
 
 
 @pytest.mark.parametrize("how", ["flip", "truncate", "delete", "magic", "crc"])
@@ -529,11 +424,11 @@ def test_damaged_bloom_file_falls_back_to_reading(tmp_path: Path, how: str) -> N
     model = rows()
     assert_bloom_prunes(t)
     assert t.verify().ok
-    (victim,) = bloom_files(tmp_path / "t")
-    _damage(tmp_path / "t" / victim, how)
-    forget_bloom_files()
+    (victim,) = side_files(tmp_path / "t", "bloom")
+    damage(tmp_path / "t" / victim, how, "bloom")
+    forget_side_files()
     check_lookups(t, model)
-    plan = absent_plan(t)
+    plan = plan_of(t, pc.field("id") == ABSENT)
     assert plan.blocklets_bloom_unreadable > 0, plan
     if how in ("flip", "crc"):  # one record: the other blocklets still prune
         assert plan.blocklets_bloom_unreadable == 1
@@ -564,26 +459,23 @@ def test_clean_deletes_bloom_files_with_their_data_files(tmp_path: Path, reopen:
     t = new_table(tmp_path, checkpoint_interval="2")
     t.append(rows(0, 200))
     t.append(rows(200, 40))  # a second bloom file of the same data file
-    before_data, before_blooms = data_files(root), bloom_files(root)
+    before_data, before_blooms = data_files(root), side_files(root, "bloom")
     assert len(before_blooms) == 2
     assert before_blooms and all(
         b.split(".cblt.")[0] + ".cblt" in before_data for b in before_blooms
     )
     t.finish_streaming()
     t.handoff()
-    handoff_blooms = bloom_files(root) - before_blooms
+    handoff_blooms = side_files(root, "bloom") - before_blooms
     assert handoff_blooms
     if reopen:
-        for k in range(3):
-            t.set_properties({"user.note": str(k)})
-        assert list((root / "_carbonlite" / "log").glob("*.checkpoint.json"))
-        t = cl.open_table(str(root))
+        t = reopened_from_checkpoint(t, root)
     result = t.clean(retention=0, force=True)
     assert result.version is not None
     assert before_blooms <= set(result.files)
-    assert bloom_files(root) == handoff_blooms
+    assert side_files(root, "bloom") == handoff_blooms
     assert not data_files(root) & before_data
-    for b in bloom_files(root):
+    for b in side_files(root, "bloom"):
         assert b.split(".cblt.")[0] + ".cblt" in data_files(root)
     check_lookups(t, rows())
     assert_bloom_prunes(t)
@@ -596,7 +488,7 @@ def test_recover_keeps_committed_bloom_files_and_deletes_orphans(tmp_path: Path)
     t.append(rows())
     t.finish_streaming()
     t.handoff()
-    committed = bloom_files(root)
+    committed = side_files(root, "bloom")
     data_file = sorted(data_files(root))[-1]
     orphan = root / f"{data_file}.00000000deadbeef.bloom"
     orphan.write_bytes(b"CLBLOOM1")
@@ -609,10 +501,10 @@ def test_recover_keeps_committed_bloom_files_and_deletes_orphans(tmp_path: Path)
     assert not orphan.exists()
     assert recent.exists() and str(recent.relative_to(root)) in result.skipped_recent
     assert not any(o.endswith(".bloom") and o in committed for o in result.orphans)
-    assert committed <= bloom_files(root)
+    assert committed <= side_files(root, "bloom")
     result = t.recover(min_age=0)
     assert not recent.exists()
-    assert bloom_files(root) == committed
+    assert side_files(root, "bloom") == committed
     check_lookups(t, rows())
     assert_bloom_prunes(t)
 
