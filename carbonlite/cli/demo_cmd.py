@@ -142,12 +142,13 @@ def demo(
             highlight=False,
         )
         if keep:
-            say(f"The data is kept in {directory} (delete it when done, or run with --cleanup).")
+            kept = f"The data is kept in {directory} (delete it when done, or run with --cleanup)."
+            console.print(Text(kept), soft_wrap=True)  # a path stays whole, to copy and paste
             console.print(Text(f"The table: {report.table}"), soft_wrap=True)
             say("Next, try:")
             for command in _next_commands(report.table):  # whole lines, to copy and paste
                 console.print(Text(f"  {command}"), soft_wrap=True)
         else:
-            say(f"Deleted {directory} (--cleanup).")
+            console.print(Text(f"Deleted {directory} (--cleanup)."), soft_wrap=True)
     if not ok:
         raise typer.Exit(1)
