@@ -67,7 +67,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Literal
 
 import bench_publish
@@ -205,6 +204,29 @@ def interleaved(
     return times
 
 
+class FreshSides:
+    """``interleaved``'s ``before``: a new table at ``path`` (sorted by ``ts``) before each run
+    of ours, no stream file at ``stream`` before each run of the ceiling."""
+
+    def __init__(self, path: Path, stream: Path, schema: pa.Schema) -> None:
+        self.path, self.stream, self.schema = path, stream, schema
+        self._table: cl.Table | None = None
+
+    def __call__(self, side: str) -> None:
+        if side == "ours":
+            shutil.rmtree(self.path, ignore_errors=True)
+            self._table = cl.create_table(self.path, self.schema, sort_columns=["ts"])
+        else:
+            self.stream.unlink(missing_ok=True)
+
+    @property
+    def table(self) -> cl.Table:
+        """The table of ours' latest run."""
+        if self._table is None:
+            raise RuntimeError("no run of ours yet")
+        return self._table
+
+
 def fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -272,21 +294,14 @@ class Work:
 
 def bulk_append(work: Work) -> list[Figure]:
     data, ours_path, stream = work.data, work.root / "bulk", work.root / "bulk.arrows"
-    tables: list[cl.Table] = []
-
-    def before(side: str) -> None:
-        if side == "ours":
-            shutil.rmtree(ours_path, ignore_errors=True)
-            tables[:] = [cl.create_table(ours_path, data.schema, sort_columns=["ts"])]
-        else:
-            stream.unlink(missing_ok=True)
+    fresh = FreshSides(ours_path, stream, data.schema)
 
     def ceiling() -> None:
         write_stream(stream, data)
 
     progress(f"bulk_append: {data.num_rows:,} rows, best of {work.cfg.repeat}")
-    times = interleaved(lambda: tables[0].append(data), ceiling, work.cfg.repeat, before)
-    if tables[0].count_rows() != data.num_rows:
+    times = interleaved(lambda: fresh.table.append(data), ceiling, work.cfg.repeat, fresh)
+    if fresh.table.count_rows() != data.num_rows:
         raise RuntimeError("the bulk append does not hold every row")
     work.bulk_table, work.bulk_stream = ours_path, stream
     ours, ceil = min(times["ours"]), min(times["ceiling"])
@@ -438,7 +453,7 @@ def commit(work: Work) -> list[Figure]:
 def flight_puts(work: Work) -> list[Figure]:
     cfg = work.cfg
     total = cfg.producers * cfg.puts
-    shape = SimpleNamespace(producers=cfg.producers, puts=cfg.puts, rows_per_put=100)
+    shape = argparse.Namespace(producers=cfg.producers, puts=cfg.puts, rows_per_put=100)
     rates: dict[str, list[float]] = {"ours": [], "ceiling": []}
     syncs: list[int] = []
     for r in range(cfg.repeat):
@@ -536,19 +551,12 @@ def small_appends(work: Work) -> list[Figure]:
     n = work.cfg.small_appends
     data = event_table(n * 100, seed=4)
     batches = [data.slice(i * 100, 100) for i in range(n)]
-    path, stream = work.root / "small", work.root / "small.arrows"
-    tables: list[cl.Table] = []
-
-    def before(side: str) -> None:
-        if side == "ours":
-            shutil.rmtree(path, ignore_errors=True)
-            tables[:] = [cl.create_table(path, data.schema, sort_columns=["ts"])]
-        else:
-            stream.unlink(missing_ok=True)
+    stream = work.root / "small.arrows"
+    fresh = FreshSides(work.root / "small", stream, data.schema)
 
     def ours() -> None:
         for b in batches:
-            tables[0].append(b)
+            fresh.table.append(b)
 
     def ceiling() -> None:
         with (
@@ -560,8 +568,8 @@ def small_appends(work: Work) -> list[Figure]:
                 os.fsync(sink.fileno())
 
     progress(f"small_appends: {n:,} appends of 100 rows, best of {work.cfg.repeat}")
-    times = interleaved(ours, ceiling, work.cfg.repeat, before)
-    if tables[0].count_rows() != n * 100:
+    times = interleaved(ours, ceiling, work.cfg.repeat, fresh)
+    if fresh.table.count_rows() != n * 100:
         raise RuntimeError("the small appends lost rows")
     o, c = n / min(times["ours"]), n / min(times["ceiling"])
     detail = {"appends": n, "seconds": times}
