@@ -273,7 +273,7 @@ class BlockletFileReader:
         if meta.num_rows == 0:
             return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
         whole = meta.pages is None and len(indices) == len(self.schema)
-        blob = self._source.read(meta.offset, meta.length) if whole else None
+        blob = self._source.read_buffer(meta.offset, meta.length) if whole else None
         pages = meta.pages
         if pages is None:
             head = (
@@ -290,7 +290,7 @@ class BlockletFileReader:
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    def _decode_head(self, meta: BlockletMeta, head: bytes) -> Any:
+    def _decode_head(self, meta: BlockletMeta, head: bytes | memoryview) -> Any:
         try:
             header_len, body_len = decode_blocklet_prefix(head)
             if blocklet_head_length(header_len) + body_len != meta.length:
@@ -312,13 +312,13 @@ class BlockletFileReader:
         return header
 
     def _read_pages(
-        self, meta: BlockletMeta, pages: list[PageMeta], blob: bytes | None
+        self, meta: BlockletMeta, pages: list[PageMeta], blob: memoryview | None
     ) -> list[memoryview]:
         if blob is not None:
-            view = memoryview(blob)
+            view = blob
             return [view[p.offset - meta.offset : p.offset - meta.offset + p.length] for p in pages]
         ranges = coalesce_ranges([(p.offset, p.offset + p.length) for p in pages], _COALESCE_GAP)
-        reads = {start: memoryview(self._source.read(start, end - start)) for start, end in ranges}
+        reads = {start: self._source.read_buffer(start, end - start) for start, end in ranges}
         out = []
         for p in pages:
             start = max(s for s in reads if s <= p.offset)

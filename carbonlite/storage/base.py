@@ -58,6 +58,12 @@ class RangeReader(abc.ABC):
     def read(self, offset: int, length: int) -> bytes:
         """Read ``length`` bytes at ``offset``; shorter only at the end of the file."""
 
+    def read_buffer(self, offset: int, length: int) -> memoryview:
+        """:meth:`read`, as a read-only view that may lie in memory of Arrow's pool (what
+        data pages are decoded from); a backend that can read into such memory overrides
+        this."""
+        return memoryview(self.read(offset, length))
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the reader holds."""
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 
+import pyarrow as pa
+
 from carbonlite.errors import UnsupportedStorageError, WriterConflictError
 from carbonlite.storage.base import TEMP_PREFIX, Appender, FileStatus, RangeReader, Storage
 
@@ -51,6 +53,19 @@ class _LocalRangeReader(RangeReader):
                 got += len(more)
             data = b"".join(parts)
         return data
+
+    def read_buffer(self, offset: int, length: int) -> memoryview:
+        # Into a buffer of Arrow's memory pool, which keeps and reuses what it frees: a new
+        # ``bytes`` of several MB (one blocklet) is fresh memory each time, and faulting it
+        # in cost a full scan of a 5M-row table as much as decoding it (issue 30).
+        buf = pa.allocate_buffer(length)
+        got = os.preadv(self._fd, [buf], offset)
+        while got < length:  # short reads: as read()
+            more = os.preadv(self._fd, [memoryview(buf)[got:]], offset + got)
+            if not more:
+                return memoryview(buf)[:got].toreadonly()
+            got += more
+        return memoryview(buf).toreadonly()
 
     def close(self) -> None:
         if self._fd >= 0:
