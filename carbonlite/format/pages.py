@@ -98,7 +98,10 @@ the same standard frames into buffers of Arrow's memory pool, which reuses memor
 new ``bytes`` object faults fresh pages in. Measured on the 2-core dev machine: 1.4 ms instead
 of 2.0 ms for a 1 MB page alone; 7.9 ms instead of 9.3 ms for bench_engines.py's DuckDB 1%
 query, 10% less CPU for a 2-column full scan. (Decoding the pages of one blocklet in
-parallel was tried too: no faster there, and 20% more CPU.)"""
+parallel was tried too: no faster there, and 20% more CPU. ``BlockletFileReader.read_blocklet``
+now does so only when the blocklet is read alone, off the pool: bench_limits'
+range_after_handoff, one 128k-row zstd blocklet, 13-16 ms -> 10-12 ms best of 9; a scan of
+many blocklets still decodes one blocklet per pool thread.)"""
 
 
 def _decompress(stored: bytes | memoryview, raw_length: int, codec: int) -> pa.Buffer:

@@ -284,10 +284,13 @@ class BlockletFileReader:
             pages = self._decode_head(meta, head).pages
         wanted = [pages[i] for i in indices]
         chunks = self._read_pages(meta, wanted, blob)
-        arrays = [
-            self._decode(meta, i, page, chunk)
-            for i, page, chunk in zip(indices, wanted, chunks, strict=True)
-        ]
+        # Pages in parallel only when this blocklet is read alone (not from a pool thread, where
+        # ordered_map runs inline: a scan of many blocklets decodes them side by side).
+        arrays = list(
+            ordered_map(
+                lambda job: self._decode(meta, *job), zip(indices, wanted, chunks, strict=True)
+            )
+        )
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     def _decode_head(self, meta: BlockletMeta, head: bytes | memoryview) -> Any:
