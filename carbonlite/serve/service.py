@@ -347,7 +347,7 @@ class FlightService(flight.FlightServerBase):
             if result.version is None:
                 continue  # every marker holds these puts already (skipped): look again
             break
-        self.buffer.committed(name, puts)
+        self.buffer.committed(name, puts, rows)
         self.flushes += 1
         log.info(
             "flushed %d put(s), %d rows into %r: version %d in %.0f ms",
