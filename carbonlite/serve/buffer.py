@@ -304,6 +304,15 @@ class Buffer:
                 if b.pending
             }
 
+    def retained(self) -> tuple[int, int]:
+        """Committed puts still in memory for readers, in every table: how many, and their
+        bytes as counted against ``retain_bytes`` (each table's own limit)."""
+        with self._lock:
+            return (
+                sum(len(b.retained) for b in self._tables.values()),
+                sum(b.retained_bytes for b in self._tables.values()),
+            )
+
     def lowest_pending_lsn(self) -> int | None:
         """The lowest LSN of a put not committed yet: the log must keep its record."""
         with self._lock:

@@ -641,6 +641,7 @@ class FlightService(flight.FlightServerBase):
             flushes=self.flushes,
             wal_syncs=self.wal.syncs,
             release_error=self.flusher.release_error,
+            retained=(*self.buffer.retained(), self.buffer.retain_bytes),
         )
 
     @answering

@@ -160,6 +160,7 @@ def test_committed_puts_read_from_the_commits_rows() -> None:
     entries = buffer._tables["t"].producers["p"].entries
     assert all(e.block is block and e.put.rows.num_rows == 0 for e in entries)
     assert keys(buffer.rows_after("t", {"p": 0}, buffer.mark())) == [("p", 1), ("q", 0)]
+    assert buffer.retained() == (2, sum(p.rows.get_total_buffer_size() for p in committing))
 
 
 def test_old_commits_leave_memory_by_age(monkeypatch: pytest.MonkeyPatch) -> None:
