@@ -133,6 +133,16 @@ class _Entry:
     """The number of the commit that holds it; 0 while pending."""
     committed_at: float = 0.0
     """When (``time.monotonic``) it was committed."""
+    block: pa.Table | None = None
+    """Once committed, if the commit's rows were given: they hold this put's rows from
+    ``offset`` on, and ``put`` holds none (see :meth:`Buffer.committed`)."""
+    offset: int = 0
+    length: int = 0
+
+    def rows(self) -> pa.Table:
+        if self.block is None:
+            return self.put.rows
+        return self.block.slice(self.offset, self.length)
 
 
 def _lsn(entry: _Entry) -> int:
@@ -294,6 +304,15 @@ class Buffer:
                 if b.pending
             }
 
+    def retained(self) -> tuple[int, int]:
+        """Committed puts still in memory for readers, in every table: how many, and their
+        bytes as counted against ``retain_bytes`` (each table's own limit)."""
+        with self._lock:
+            return (
+                sum(len(b.retained) for b in self._tables.values()),
+                sum(b.retained_bytes for b in self._tables.values()),
+            )
+
     def lowest_pending_lsn(self) -> int | None:
         """The lowest LSN of a put not committed yet: the log must keep its record."""
         with self._lock:
@@ -304,21 +323,43 @@ class Buffer:
         """Rows waiting in every table."""
         return self._pending_rows
 
-    def committed(self, table: str, puts: list[Put]) -> None:
+    def committed(self, table: str, puts: list[Put], rows: pa.Table | None = None) -> None:
         """``puts`` are in the table now (committed by this service or, found so after a
-        crash, before): out of pending, kept for readers as long as the limits allow."""
+        crash, before): out of pending, kept for readers as long as the limits allow.
+
+        ``rows``, if given, are the puts' rows one after the other, in the order of ``puts``
+        (what the commit wrote, in one chunk per column): the puts kept for readers read
+        theirs as slices of it and let their own go. Each put received holds its rows in
+        buffers of its own plus some kilobytes of Arrow objects; one block per commit holds
+        them in a few large buffers."""
         now = time.monotonic()
         done = {id(p) for p in puts}
+        at: dict[int, int] = {}
+        if rows is not None:
+            offset = 0
+            for p in puts:
+                at[id(p)] = offset
+                offset += p.rows.num_rows
+            if offset != rows.num_rows:
+                raise ValueError(f"{rows.num_rows} rows given for puts of {offset} rows")
+        empty = rows.schema.empty_table() if rows is not None else None
         with self._lock:
             self._commits += 1
             buffer = self._table(table)
             keep: list[_Entry] = []
             for entry in buffer.pending:
                 if id(entry.put) in done:
+                    offset = at.get(id(entry.put), -1)
+                    if rows is not None and empty is not None and offset >= 0:
+                        entry.block, entry.offset = rows, offset
+                        entry.length = entry.put.rows.num_rows
+                        self._pending_rows -= entry.length
+                        entry.put = replace(entry.put, rows=empty)
+                    else:
+                        self._pending_rows -= entry.put.rows.num_rows
                     entry.commit, entry.committed_at = self._commits, now
                     buffer.retained.append(entry)
                     buffer.retained_bytes += entry.nbytes
-                    self._pending_rows -= entry.put.rows.num_rows
                 else:
                     keep.append(entry)
             buffer.pending = keep
@@ -374,6 +415,6 @@ class Buffer:
                 for entry in reversed(producer.entries):  # newest first: stop at the marker
                     if marker is not None and entry.put.sequence <= marker:
                         break
-                    newer.append(entry.put.rows)
+                    newer.append(entry.rows())
                 out.extend(reversed(newer))
             return out

@@ -112,9 +112,12 @@ def health_report(
     flushes: int,
     wal_syncs: int,
     release_error: str | None,
+    retained: tuple[int, int, int] = (0, 0, 0),
 ) -> dict[str, Any]:
     """The healthcheck's JSON: ``status`` (``ok``, or ``degraded`` while a flush or a release
-    of the log fails), per table what waits and why, and the log's size and who holds it."""
+    of the log fails), per table what waits and why, the committed puts kept in memory for
+    readers (``retained``: puts, bytes, and each table's limit), and the log's size and who
+    holds it."""
     held_by = min(pending, key=lambda n: pending[n].lowest_lsn) if pending else None
     problems = _problems(failures, pending, wal)
     if release_error is not None:
@@ -125,6 +128,7 @@ def health_report(
         "buffered_rows": {name: p.rows for name, p in sorted(pending.items())},
         "flushes": flushes,
         "wal_syncs": wal_syncs,
+        "retained": dict(zip(("puts", "bytes", "limit_bytes"), retained, strict=True)),
         "tables": {
             name: _table_entry(pending.get(name), failures.get(name))
             for name in sorted(set(failures) | set(pending))

@@ -347,7 +347,7 @@ class FlightService(flight.FlightServerBase):
             if result.version is None:
                 continue  # every marker holds these puts already (skipped): look again
             break
-        self.buffer.committed(name, puts)
+        self.buffer.committed(name, puts, rows)
         self.flushes += 1
         log.info(
             "flushed %d put(s), %d rows into %r: version %d in %.0f ms",
@@ -641,6 +641,7 @@ class FlightService(flight.FlightServerBase):
             flushes=self.flushes,
             wal_syncs=self.wal.syncs,
             release_error=self.flusher.release_error,
+            retained=(*self.buffer.retained(), self.buffer.retain_bytes),
         )
 
     @answering

@@ -142,6 +142,27 @@ def test_memory_stays_within_its_byte_limit() -> None:
     ]
 
 
+def test_committed_puts_read_from_the_commits_rows() -> None:
+    """Given the commit's rows, the puts kept for readers read slices of them (their own rows
+    let go), the same rows as before; a put left pending keeps its own."""
+    buffer = Buffer()
+    puts = [put("p", 0, 1, rows=3), put("q", 0, 2, rows=2), put("p", 1, 3, rows=4)]
+    for p in puts:
+        add(buffer, p)
+    committing = [puts[0], puts[2]]
+    block = pa.concat_tables([p.rows for p in committing]).combine_chunks()
+    with pytest.raises(ValueError, match="rows given"):
+        buffer.committed("t", committing, block.slice(1))
+    buffer.committed("t", committing, block)
+    assert buffer.pending_rows() == 2
+    got = buffer.rows_after("t", {}, buffer.mark())
+    assert [t.to_pylist() for t in got] == [p.rows.to_pylist() for p in (*committing, puts[1])]
+    entries = buffer._tables["t"].producers["p"].entries
+    assert all(e.block is block and e.put.rows.num_rows == 0 for e in entries)
+    assert keys(buffer.rows_after("t", {"p": 0}, buffer.mark())) == [("p", 1), ("q", 0)]
+    assert buffer.retained() == (2, sum(p.rows.get_total_buffer_size() for p in committing))
+
+
 def test_old_commits_leave_memory_by_age(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
     monkeypatch.setattr("carbonlite.serve.buffer.time.monotonic", lambda: now[0])

@@ -183,6 +183,10 @@ def test_concurrent_producers_share_fsyncs(root: str) -> None:
             next(iter(client.do_action(flight.Action("healthcheck", b"")))).body.to_pybytes()
         )
         assert health["wal_syncs"] < 200, f"every put had its own fsync: {health}"
+        retained, waiting = health["retained"], health["tables"].get("events", {})
+        assert retained["limit_bytes"] == 256 * 1024 * 1024
+        assert retained["puts"] <= 200 <= retained["puts"] + waiting.get("pending_puts", 0)
+        assert (retained["bytes"] > 0) == (retained["puts"] > 0)
         assert service.terminate() == 0
     table = cl.open_table(os.path.join(root, "events"))
     assert puts_in(table.to_arrow()) == {(f"p{i}", s): 3 for i in range(8) for s in range(25)}
