@@ -174,6 +174,19 @@ class Figure:
     def met(self) -> bool:
         return self.ratio >= self.goal if self.better == "higher" else self.ratio <= self.goal
 
+    def as_json(self, path: str) -> dict[str, Any]:
+        """The figure in the results JSON, with the path (``--only`` name) that measures it."""
+        return {
+            "path": path,
+            "ratio": self.ratio,
+            "goal": self.goal,
+            "better": self.better,
+            "met": self.met,
+            "ours": self.ours,
+            "ceiling": self.ceiling,
+            "detail": self.detail,
+        }
+
     def line(self) -> str:
         sign = ">=" if self.better == "higher" else "<="
         return (
@@ -720,19 +733,7 @@ def main() -> None:
         "config": asdict(cfg),
         "load_average": {"start": load_start, "end": os.getloadavg()},
         "path_seconds": path_seconds,
-        "figures": {
-            f.name: {
-                "path": path_of[f.name],
-                "ratio": f.ratio,
-                "goal": f.goal,
-                "better": f.better,
-                "met": f.met,
-                "ours": f.ours,
-                "ceiling": f.ceiling,
-                "detail": f.detail,
-            }
-            for f in figures
-        },
+        "figures": {f.name: f.as_json(path_of[f.name]) for f in figures},
     }
     failing = below_guard(results)
     results["below_guard"] = failing

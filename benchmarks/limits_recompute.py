@@ -22,16 +22,7 @@ def recompute(path: Path) -> None:
     results = json.loads(path.read_text())
     runs = results["figures"]["commit_p50"]["detail"]["runs"]
     for f in commit_figures(runs):
-        results["figures"][f.name] = {
-            "path": "commit",
-            "ratio": f.ratio,
-            "goal": f.goal,
-            "better": f.better,
-            "met": f.met,
-            "ours": f.ours,
-            "ceiling": f.ceiling,
-            "detail": f.detail,
-        }
+        results["figures"][f.name] = f.as_json("commit")
     results["commit_recomputed"] = True
     results["below_guard"] = below_guard(results)
     path.write_text(json.dumps(results, indent=1) + "\n")
