@@ -79,7 +79,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 from datagen import event_table
-from limits_commit import tree_bytes
+from limits_commit import timed, tree_bytes
 from limits_guard import below_guard
 from report import progress, run_facts, yes_no
 
@@ -193,12 +193,6 @@ class Figure:
             f"{self.name}: {self.ratio:.3f} x (ours {self.ours}, ceiling {self.ceiling}, "
             f"goal {sign} {self.goal:g})"
         )
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def interleaved(

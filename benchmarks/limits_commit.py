@@ -32,7 +32,7 @@ from datagen import event_table
 
 import carbonlite as cl
 
-__all__ = ["counting_syncs", "measure_commits"]
+__all__ = ["counting_syncs", "measure_commits", "timed", "tree_bytes"]
 
 ROWS = 1_000
 

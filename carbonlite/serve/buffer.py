@@ -349,14 +349,11 @@ class Buffer:
             keep: list[_Entry] = []
             for entry in buffer.pending:
                 if id(entry.put) in done:
-                    offset = at.get(id(entry.put), -1)
-                    if rows is not None and empty is not None and offset >= 0:
-                        entry.block, entry.offset = rows, offset
+                    self._pending_rows -= entry.put.rows.num_rows
+                    if rows is not None:  # every put of ``puts`` has its offset in ``at``
+                        entry.block, entry.offset = rows, at[id(entry.put)]
                         entry.length = entry.put.rows.num_rows
-                        self._pending_rows -= entry.length
                         entry.put = replace(entry.put, rows=empty)
-                    else:
-                        self._pending_rows -= entry.put.rows.num_rows
                     entry.commit, entry.committed_at = self._commits, now
                     buffer.retained.append(entry)
                     buffer.retained_bytes += entry.nbytes
