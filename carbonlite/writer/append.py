@@ -390,16 +390,22 @@ class TableWriter:
         if not mine:
             return f"{prefix}0.cblt", 0
         n, latest = mine[-1]
-        if self._file_schema(latest.path).equals(schema):
+        if self._file_schema(latest.path, committed=True).equals(schema):
             return latest.path, latest.committed_length
         return f"{prefix}{n + 1}.cblt", 0  # the table schema changed: start a new file
 
-    def _file_schema(self, rel: str) -> pa.Schema:
-        schema = self._file_schemas.get(rel)
+    def _file_schema(self, rel: str, *, committed: bool) -> pa.Schema:
+        """The schema in the header of data file ``rel``. Kept only for a file whose header
+        is ``committed`` (in a version of the log): such a header never changes. A file not
+        committed yet may be written again from its start (the same name, after a refused
+        commit, with another schema), so its header is read every time."""
+        schema = self._file_schemas.get(rel) if committed else None
         if schema is None:
             uri = self.storage.uri(self.storage.join(self.root, rel))
             with BlockletFileReader(uri, storage_options=self.storage_options) as reader:
-                schema = self._file_schemas[rel] = reader.schema
+                schema = reader.schema
+            if committed:
+                self._file_schemas[rel] = schema
         return schema
 
     # --- writing ------------------------------------------------------------------------------
@@ -571,7 +577,6 @@ class TableWriter:
             )
             if appended is None:
                 continue
-            self._file_schemas.setdefault(file, file_schema)
             written.appends.append(appended)
             if created:
                 written.new_segments[segment_id] = part.partition
@@ -694,7 +699,7 @@ class TableWriter:
                     hashes[partition] = pending.content_hashes[a.segment_id]
             else:
                 partition = snapshot.segments[a.segment_id].partition
-            schema = self._file_schema(a.file)
+            schema = self._file_schema(a.file, committed=a.start > 0)  # header committed
             key = schema.to_string()
             groups.setdefault((partition, key), []).append(a)
             schemas[key] = schema
@@ -734,7 +739,6 @@ class TableWriter:
                     storage_options=self.storage_options,
                 )
             )
-            self._file_schemas[file] = schemas[key]
         return replace(
             pending,
             appends=tuple(moved),

@@ -295,7 +295,9 @@ def _read_targets(
             splits = plan_scan(snapshot, columns=columns, filter=filter).splits
     output = pa.schema([schema.field(n) for n in columns]) if columns is not None else schema
     if cache is not None and columns is not None:  # only keys: from the cache, one mask
-        located, rows = read_located_keys(reader, splits, output, cache, _TARGET_ROW)
+        located, rows = read_located_keys(
+            reader, splits, output, snapshot.layout, cache, _TARGET_ROW
+        )
         return _Targets(rows, located)
     located = []
     batches: list[pa.RecordBatch] = []

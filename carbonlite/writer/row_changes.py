@@ -39,6 +39,7 @@ from carbonlite.metadata import (
     TxnMarker,
     TxnNotCommitted,
 )
+from carbonlite.metadata.columns import ColumnLayout
 from carbonlite.metadata.commit import backoff
 from carbonlite.reader.bloom_prune import bloom_pruner
 from carbonlite.reader.expression import Filter
@@ -135,8 +136,11 @@ class KeyCache:
     """Decoded key columns of committed blocklets, kept by one ``Table`` across its merges and
     upserts, so that each reads only the blocklets committed since (a primary-key table looks
     up every upsert's keys). A committed blocklet never changes: its file is only appended to,
-    and segment ids and file names are never reused. Deletions are applied on every use, from
-    the snapshot's vectors. Holds at most ``max_bytes``; past that, nothing more is kept."""
+    and segment ids and committed file names are never reused. A column is known by its
+    physical name and type, never by its present name: a rename, a drop followed by an add of
+    the same name, or a widening changes what a name reads, not what a physical column holds.
+    Deletions are applied on every use, from the snapshot's vectors. Holds at most
+    ``max_bytes``; past that, nothing more is kept."""
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
@@ -159,14 +163,16 @@ def read_located_keys(
     reader: SplitReader,
     splits: Sequence[Split],
     output: pa.Schema,
+    layout: ColumnLayout,
     cache: KeyCache,
     locator: str,
 ) -> tuple[list[tuple[Split, BlockletEntry]], pa.Table]:
-    """Every live row of ``splits`` in ``output``'s columns (the keys), plus a column
-    ``locator`` = ``n << 32 | position``: the row's position in the ``n``-th blocklet of the
-    list returned. Keys come from ``cache`` where it has them (new blocklets are decoded in
-    parallel and kept there); deletions are applied to all rows at once, as one mask."""
-    columns = tuple(output.names)
+    """Every live row of ``splits`` in ``output``'s columns (the keys; ``layout``: the
+    snapshot's, naming their physical columns), plus a column ``locator`` = ``n << 32 |
+    position``: the row's position in the ``n``-th blocklet of the list returned. Keys come
+    from ``cache`` where it has them (new blocklets are decoded in parallel and kept there);
+    deletions are applied to all rows at once, as one mask."""
+    columns = tuple(f"{layout.physical(f.name)}:{f.type}" for f in output)
     located = [(s, b) for s in splits for b in s.blocklets]
     found = [cache.get(s.file, b.offset, columns) for s, b in located]
     missing = [n for n, batch in enumerate(found) if batch is None]
@@ -191,7 +197,10 @@ def read_located_keys(
             keep[starts[n] + reader.deletion_vector(ref, blocklet.num_rows).positions] = False
     numbers = np.repeat(np.arange(len(located), dtype=np.int64), rows)
     positions = np.arange(total, dtype=np.int64) - np.repeat(starts, rows)
-    table = pa.Table.from_batches([b for b in found if b is not None], schema=output)
+    table = pa.Table.from_batches(  # cached under earlier names: the present ones
+        [pa.RecordBatch.from_arrays(b.columns, schema=output) for b in found if b is not None],
+        schema=output,
+    )
     table = table.append_column(locator, pa.array((numbers << 32) | positions, pa.int64()))
     return located, table.filter(pa.array(keep))
 
