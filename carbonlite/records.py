@@ -81,11 +81,13 @@ class SegmentInfo:
 def read_history(log: Log, snapshot: Snapshot, limit: int | None) -> list[CommitRecord]:
     """Commits up to ``snapshot``, newest first, at most ``limit`` (all when None)."""
     out: list[CommitRecord] = []
-    # Newest first, one version at a time, until ``limit`` or the first version ``clean``
-    # removed: reads only what it returns, never lists the log. A version that the next one
-    # was not built on (a stale writer's fork below the retained log) ends it too.
+    # Newest first, one version at a time, following the parent links down (a link names one
+    # file per number, ``metadata/history.py``), until ``limit`` or the floor of the retained
+    # history: reads only what it returns, never lists the log. A version missing or one the
+    # next was not built on (a stale writer's fork below the floor) ends it too.
     parent = snapshot.commit_id
-    for version in range(snapshot.version, -1, -1):
+    floor = log.look().floor
+    for version in range(snapshot.version, floor - 1, -1):
         if limit is not None and len(out) >= limit:
             break
         try:

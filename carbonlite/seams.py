@@ -29,6 +29,10 @@ SEAMS: dict[str, str] = {
     "log.after_read": "a reader applied one version and has not yet read the next",
     "checkpoint.after_manifests": "a checkpoint's manifests (merges included) are written; its document is not",
     "checkpoint.after_document": "a checkpoint's document is written; _last_checkpoint has not moved",
+    # the history (metadata/history.py, asked through Log.look)
+    "history.after_look": "the pointer (the history's floor and newest checkpoint) was read; what was read before it is not yet judged by it",
+    "history.after_list": "the log was listed; nothing is decided from the listing yet",
+    "history.after_chain": "a version below the floor was judged by following the chain of commit ids; the verdict is not yet acted on",
     # writers (writer/append.py, writer/row_changes.py)
     "append.after_data": "an append's blocklets are written and synced; nothing is committed",
     "row_change.after_plan": "a delete/update/merge read the rows it changes (run by Spark: pinned its snapshot); no vector is written",
@@ -37,6 +41,7 @@ SEAMS: dict[str, str] = {
     "compaction.after_execute": "a handoff/compaction wrote its outputs; nothing is committed",
     "clean.after_plan": "clean chose the files and log versions to delete; nothing is deleted",
     "clean.after_data_deleted": "clean deleted data files; their removeFiles is not committed",
+    "clean.after_floor": "clean raised the history's floor to the checkpoint it keeps; no log file below it is deleted yet",
     "clean.before_log_delete": "clean committed; the old log files are not yet deleted",
     "recover.after_list_files": "recover listed the data files; it has not listed the leases",
     "recover.after_list_leases": "recover listed the leases; it has not re-read the log",
@@ -60,6 +65,8 @@ SEAMS: dict[str, str] = {
     "index.before_commit": "build_index wrote the bloom files of the blocklets it read; nothing names them yet",
     "serve.after_wal": "a put's record is durable in the Flight service's log; the put is not in memory, answered or committed",
     "serve.before_flush_commit": "the flusher took a table's pending puts, checked its directory and read their producers' markers; their rows and markers are not committed",
+    # storage (storage/*.py: Storage.swap)
+    "storage.before_swap_write": "a swap read the current value and computed the new one; it has not written it",
 }
 """Every seam, with what has and has not happened when it is reached."""
 

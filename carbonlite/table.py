@@ -52,6 +52,7 @@ from carbonlite.metadata import (
     commit,
 )
 from carbonlite.metadata.columns import with_column_ids
+from carbonlite.metadata.post_commit import EXIT_WAIT_SECONDS
 from carbonlite.metadata.timeline import version_at
 from carbonlite.names import check_name, table_location
 from carbonlite.optional import require
@@ -156,9 +157,12 @@ class Table:
     def close(self) -> None:
         """End this object's use: later calls raise :class:`InvalidOptionError`. A ``Table``
         holds no open file or lock between calls (storage clients are shared by the process
-        and stay open), so this only drops its cached state; closing twice is fine."""
+        and stay open), so this waits for the checkpoint its last commits are due, if one is
+        still being written in the background (at most ``EXIT_WAIT_SECONDS``), and drops its
+        cached state; closing twice is fine."""
         with self._writer.lock:
             self._closed = True
+        self.log.post_commit.settle(EXIT_WAIT_SECONDS)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -11,8 +11,14 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+from carbonlite.metadata import post_commit
 from tests.support.places import Place
 from tests.support.s3_server import S3Server, start_s3_server
+
+# Checkpoints are written before commit() returns in this process, so what a test observes
+# after a commit does not depend on a background thread's timing (processes the tests start
+# keep the default, "background"; tests/metadata/test_post_commit.py covers that mode here).
+post_commit.default_mode = "inline"
 
 
 @pytest.fixture(scope="session")

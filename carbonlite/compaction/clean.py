@@ -125,12 +125,24 @@ def _expired(timestamp_ms: int, cutoff: int | None) -> bool:
     return cutoff is None or timestamp_ms <= cutoff
 
 
-def _stale_log_files(
-    log: Log, cutoff_ms: int | None, latest: Snapshot
-) -> tuple[list[str], set[str], set[str], int | None]:
-    """Log files no retained version needs; the manifests and the state files the retained
-    checkpoints (and ``latest``) reference; the time of the oldest retained checkpoint (None:
-    every version is kept)."""
+@dataclass(frozen=True, slots=True)
+class _LogPlan:
+    """What ``clean`` does to the log: the checkpoint it keeps (None: every version stays),
+    the files below it, oldest version first, and what the retained checkpoints reference."""
+
+    keep_from: int | None
+    files: list[str]
+    manifests: set[str]
+    states: set[str]
+    kept_since: int | None
+    """The time of the oldest retained checkpoint (None: every version is kept)."""
+
+
+def _stale_log_files(log: Log, cutoff_ms: int | None, latest: Snapshot) -> _LogPlan:
+    """Log files no retained version needs: every version and checkpoint below the newest
+    expired checkpoint that can stand in for them, versions oldest first (a stale writer's
+    placement relies on it, ``History.place``); the manifests and the state files the
+    retained checkpoints (and ``latest``) reference."""
     listing = log.listing()
     keep_from = None
     for c in reversed(listing.checkpoints):
@@ -156,8 +168,8 @@ def _stale_log_files(
                 referenced.update(r.name for r in checkpoint.manifests.refs)
             states.update(s.path for s in checkpoint.states.values())
     if keep_from is None:
-        return [], referenced, states, None
-    paths = [log.version_path(v) for v in listing.versions if v < keep_from]
+        return _LogPlan(None, [], referenced, states, None)
+    paths = [log.version_path(v) for v in sorted(listing.versions) if v < keep_from]
     paths += [
         p
         for c in listing.checkpoints
@@ -165,7 +177,7 @@ def _stale_log_files(
         for p in log.checkpoint_files(c)
         if log.storage.exists(p)  # format 1/2 checkpoints have a blocklet index too
     ]
-    return paths, referenced, states, kept_since
+    return _LogPlan(keep_from, paths, referenced, states, kept_since)
 
 
 def _stale_manifests(log: Log, referenced: set[str], min_age_ms: int, now: int) -> list[str]:
@@ -249,11 +261,9 @@ def clean(
         for p in (rel, *snapshot.segments[sid].files[rel].side_files)
     )
     log_retention_ms = int(props.log_retention * 1000)
-    log_files, referenced, states, kept_since = _stale_log_files(
-        log, _cutoff(now, log_retention_ms), snapshot
-    )
-    log_files += _stale_manifests(log, referenced, MANIFEST_MIN_AGE_MS, now)
-    log_files += _stale_states(log, states, kept_since)
+    plan = _stale_log_files(log, _cutoff(now, log_retention_ms), snapshot)
+    log_files = plan.files + _stale_manifests(log, plan.manifests, MANIFEST_MIN_AGE_MS, now)
+    log_files += _stale_states(log, plan.states, plan.kept_since)
     if dry_run:
         return CleanResult(True, None, files, nbytes, tuple(log_files), retention), snapshot
     reach("clean.after_plan")
@@ -277,6 +287,11 @@ def clean(
         version = snapshot.version
         for sid in removed:
             storage.delete_empty_dirs(storage.join(root, "segments", sid))
+    if plan.keep_from is not None:
+        # The floor first: no file at or above it is ever deleted, which is what tells every
+        # reader and writer that a version file there is the history's (``history.py``).
+        log.move_pointer(checkpoint=plan.keep_from, floor=plan.keep_from)
+        reach("clean.after_floor")
     for path in log_files:
         reach("clean.before_log_delete")
         storage.delete(path)

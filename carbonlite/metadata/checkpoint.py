@@ -303,7 +303,8 @@ def decode_checkpoint(
             raise CorruptDataError("checkpoint carries no checksum seal (damaged)", path=where)
         legacy = "manifests" not in doc
         refs = _legacy_refs(doc, where) if legacy else _manifest_refs(doc, metadata, where)
-        manifests = ManifestSet(refs, store, physical_schema(metadata))
+        version = int(doc["checkpoint"]["version"])
+        manifests = ManifestSet(refs, store, physical_schema(metadata), version)
         segments = _segments(doc["segments"], manifests, where)
         check_checkpoint_names(
             refs[0].name if legacy else "manifests",

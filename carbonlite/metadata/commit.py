@@ -7,9 +7,11 @@ checks the requirements against the snapshot it starts from, creates the next ve
 checking the requirements after each: a broken one raises (:class:`CommitConflictError`,
 naming both versions, or :class:`TransactionAlreadyCommitted`); otherwise the actions are
 rebuilt on the new snapshot and the next version is tried, with bounded retries and jittered
-backoff. The rule for writes whose outcome is uncertain lives in ``Log.try_write``, the fork
-guard in ``Log.placement``: both here, for every kind of commit alike. A version this loop
-created is never deleted by it.
+backoff. The rule for writes whose outcome is uncertain lives in ``Log.try_write``; where a
+created version stands in the table's history, in ``metadata/history.py`` (asked through
+``Log.placement``): both here, for every kind of commit alike. A version this loop created is
+never deleted by it. Once placed, a commit is settled; its checkpoint and the pointer's move
+follow as post-commit steps (``post_commit.py``) that cannot change its outcome.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from typing import Protocol
 
 from carbonlite.errors import CommitConflictError, CommitStateUnknownError
 from carbonlite.metadata.actions import Action, CommitInfo
-from carbonlite.metadata.checkpoint_policy import checkpoint_due
 from carbonlite.metadata.log import Log
 from carbonlite.metadata.requirements import (
     Requirement,
@@ -58,21 +59,6 @@ class PendingCommit(Protocol):
     def actions(self, snapshot: Snapshot, read_version: int) -> list[Action]:
         """The actions to commit on top of ``snapshot`` (rebased if needed); ``read_version``
         is the version the commit was planned against (recorded in its commit info)."""
-
-
-def _maybe_checkpoint(log: Log, snapshot: Snapshot) -> Snapshot:
-    """``snapshot``, rebased on a checkpoint written now when its version is due one
-    (``checkpoint_policy.py``: every ``checkpoint_interval`` versions, or sooner once the
-    versions since the last one hold ``checkpoint_max_entries`` log entries)."""
-    if not checkpoint_due(snapshot):
-        return snapshot
-    try:
-        return log.write_checkpoint(snapshot)
-    except Exception as exc:  # the commit stands; a missing checkpoint only slows opening
-        _logger.warning(
-            "could not write the checkpoint of version %d of %s: %s", snapshot.version, log.uri, exc
-        )
-        return snapshot
 
 
 def backoff(attempt: int) -> float:
@@ -124,8 +110,8 @@ def commit(
             reach("commit.after_put")
             placement = log.placement(version, commit_id)
             if placement == "committed":
-                reach("commit.before_checkpoint")
-                return _maybe_checkpoint(log, committed)
+                # settled: what follows (its checkpoint, the pointer) cannot change that
+                return log.post_commit.after(committed)
             if placement == "unknown":
                 raise _unknown_placement(log, version, commit_id)
             _leave_fork(log, version)

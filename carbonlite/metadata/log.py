@@ -7,18 +7,18 @@ Layout under the table root::
     _carbonlite/_last_checkpoint                           {"version": 50}
 
 Opening reads the pointer, the checkpoint it names, and then version files one after another
-until one is missing: no listing, so the cost does not grow with the number of commits.
+until one is missing: no listing, so the cost does not grow with the number of commits. Which
+of the files are the table's history is decided by one rule (``history.py``): every reader,
+writer and ``clean`` asks :meth:`Log.look`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import time
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
 
 from carbonlite.errors import (
     CarbonLiteError,
@@ -27,7 +27,6 @@ from carbonlite.errors import (
     TableNotFoundError,
     UnsupportedFormatError,
     UnsupportedStorageError,
-    VersionNotFoundError,
     WriteRefusedError,
 )
 from carbonlite.metadata.actions import LOG_FORMAT_VERSION, Action, CommitInfo
@@ -37,12 +36,14 @@ from carbonlite.metadata.checkpoint import (
     encode_checkpoint,
     encode_legacy_checkpoint,
 )
-from carbonlite.metadata.checkpoint_policy import RECENT_INTERVALS, checkpoint_due
+from carbonlite.metadata.checkpoint_policy import checkpoint_due
+from carbonlite.metadata.history import History, Placement, Pointer, built_on
 from carbonlite.metadata.manifest import MANIFEST_DIR, ManifestRef, ManifestSet, ManifestStore
 from carbonlite.metadata.manifest_plan import MAX_COMMIT_MERGE_ENTRIES, plan_manifests
+from carbonlite.metadata.post_commit import PostCommit
 from carbonlite.metadata.serde import decode_actions, decode_commit_info, encode_actions
 from carbonlite.metadata.snapshot import Snapshot
-from carbonlite.properties import TableProperties
+from carbonlite.metadata.time_travel import load_version
 from carbonlite.seams import reach
 from carbonlite.storage import Storage
 
@@ -55,10 +56,11 @@ LOG_DIR = f"{META_DIR}/log"
 INDEX_SUFFIX = ".checkpoint.blocklets.arrow"
 _VERSION_RE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
-Placement = Literal["committed", "fork", "unknown"]
-"""Where a version a commit just created stands (``Log.placement``)."""
 _UNKNOWN_STATE_TRIES = 3
 """Writes of one version (the same bytes) before its state is declared unknown."""
+_RUN = 1024
+"""Versions read forward before the history is looked at again (bounds what a reader far
+behind holds before it knows the versions it read are the history's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,10 @@ class Log:
         self.manifests = ManifestStore(
             lambda ref: storage.read(path_of(ref)), lambda ref: storage.uri(path_of(ref))
         )
+        self.post_commit = PostCommit(self)
+        """The steps after each commit: its checkpoint and the pointer's move."""
+        self._settled: Snapshot | None = None
+        self._settled_lock = threading.Lock()
 
     # --- paths and raw access -----------------------------------------------------------------
 
@@ -162,48 +168,21 @@ class Log:
 
     def placement(self, version: int, commit_id: str) -> Placement:
         """Where ``version``, just created by the commit ``commit_id``, stands: ``"committed"``
-        (in the log's history), ``"fork"`` (created where ``clean`` had removed the log, so no
-        reader of the retained log sees it) or ``"unknown"`` (cannot be told; see
-        docs/LOG.md, "The fork guard").
-
-        The common case costs two reads: no checkpoint at or past ``version`` and the version
-        before it still there. Otherwise (another writer may already have read this version,
-        built on it and checkpointed; or ``clean`` removed what lies before it) the chain of
-        commit ids from this version to the newest checkpoint decides. Nothing is deleted."""
+        (in the table's history), ``"fork"`` (created where ``clean`` had removed the log, so
+        no reader of the retained log sees it) or ``"unknown"`` (cannot be told). One look at
+        the history decides (``History.place``): at or above its floor, committed (one read,
+        the common case); below it, the chain of commit ids up to the floor. Nothing is
+        deleted."""
         if version == 0:
             return "committed"
-        pointer = self.last_checkpoint()
-        if (pointer is None or pointer < version) and self.storage.exists(
-            self.version_path(version - 1)
-        ):
-            return "committed"
-        if pointer is None or pointer < version:
-            # the version before is gone: clean kept a checkpoint at or past this one
-            pointer = max((c for c in self.listing().checkpoints if c >= version), default=None)
-            if pointer is None:
-                return "unknown"
-        return self._descends(version, commit_id, pointer)
+        history = self.look()
+        verdict = history.place(version, commit_id, self._commit_info, self._version_exists)
+        if not history.holds(version):
+            reach("history.after_chain")
+        return verdict
 
-    def _descends(self, version: int, commit_id: str, checkpoint: int) -> Placement:
-        """Whether checkpoint ``checkpoint`` (>= ``version``) descends from this commit's
-        ``version``: follow the parent links of the versions after it, then the checkpoint's own
-        commit id."""
-        link = commit_id
-        for v in range(version + 1, checkpoint + 1):
-            info = self._commit_info(v)
-            if info is None:
-                # Cleaned away. clean deletes versions oldest first, so had this version been
-                # in the history it would have gone before v: still here, it is a fork.
-                return "fork" if self.storage.exists(self.version_path(version)) else "unknown"
-            if not info.parent_commit_id:
-                return "unknown"  # written by a writer that did not record its parent
-            if info.parent_commit_id != link:
-                return "fork"
-            link = info.commit_id
-        snapshot = self.try_read_checkpoint(checkpoint)
-        if snapshot is None or not snapshot.commit_id:
-            return "unknown"
-        return "committed" if snapshot.commit_id == link else "fork"
+    def _version_exists(self, version: int) -> bool:
+        return self.storage.exists(self.version_path(version))
 
     def _commit_info(self, version: int) -> CommitInfo | None:
         """The commit info of ``version`` (None when it is not there)."""
@@ -228,6 +207,7 @@ class Log:
                 versions.append(int(m.group(1)))
             elif m := _CHECKPOINT_RE.match(name):
                 checkpoints.append(int(m.group(1)))
+        reach("history.after_list")
         return LogListing(sorted(versions), sorted(checkpoints))
 
     # --- checkpoints --------------------------------------------------------------------------
@@ -252,50 +232,113 @@ class Log:
     def write_checkpoint(
         self, snapshot: Snapshot, *, merge_limit: int | None = MAX_COMMIT_MERGE_ENTRIES
     ) -> Snapshot:
-        """Write the checkpoint of ``snapshot``, move the pointer forward to it, and return
-        ``snapshot`` rebased on the checkpoint's manifests (so the next checkpoint reuses them).
+        """Write the checkpoint of ``snapshot`` (``snapshot`` must be a version of the table's
+        history), move the pointer forward to it, and return ``snapshot`` rebased on the
+        checkpoint's manifests (so the next checkpoint reuses them)."""
+        rebased = self.write_checkpoint_document(snapshot, merge_limit=merge_limit)
+        self.move_pointer(checkpoint=snapshot.version)
+        return rebased
+
+    def write_checkpoint_document(
+        self, snapshot: Snapshot, *, merge_limit: int | None = MAX_COMMIT_MERGE_ENTRIES
+    ) -> Snapshot:
+        """The checkpoint of ``snapshot`` without the pointer move; ``snapshot`` rebased on its
+        manifests (unchanged when another writer checkpointed this version first).
 
         Format 3: new manifests first (the entries committed since the previous checkpoint,
-        and any merges), then the document that lists them. Tables of format 1 and 2 get the
-        checkpoint of their format (one blocklet index of every entry) until upgraded."""
+        and any merges), then the document that lists them. Nothing it wrote is ever deleted
+        by it: a manifest it reuses that is gone stops it before the document; one it wrote
+        that is gone once the document landed (``clean`` took it for debris, the writer having
+        stalled past ``MANIFEST_MIN_AGE_MS``) is written again, the same bytes. Tables of
+        format 1 and 2 get the checkpoint of their format (one blocklet index of every entry)
+        until upgraded."""
         document_path, index_path = self.checkpoint_files(snapshot.version)
         if snapshot.metadata.format_version < MANIFEST_FORMAT_VERSION:
             document, index = encode_legacy_checkpoint(snapshot, index_path.rsplit("/", 1)[-1])
             self.storage.put_if_absent(index_path, index)  # first: the document refers to it
             self.storage.put_if_absent(document_path, document)
-            self._advance_pointer(snapshot.version)
             return snapshot
         refs, written = plan_manifests(snapshot, self.manifests, merge_limit=merge_limit)
         for ref, data, table in written:
             self.storage.put_if_absent(self.manifest_path(ref), data)
             self.manifests.put(ref, table)
         reach("checkpoint.after_manifests")
+        new = {ref.name for ref, _, _ in written}
+        self._check_manifests([r for r in refs if r.name not in new], document_path)
         if not self.storage.put_if_absent(document_path, encode_checkpoint(snapshot, refs)):
             return snapshot  # checkpointed already: what was just written is left to clean
-        if not all(self.storage.exists(self.manifest_path(ref)) for ref, _, _ in written):
-            # stalled past clean's minimum age for unreferenced manifests: withdraw
-            self.storage.delete(document_path)
-            raise CorruptDataError(
-                "a manifest of this checkpoint was removed before its document was written",
-                path=self.storage.uri(document_path),
-            )
+        for ref, data, _ in written:
+            if not self.storage.exists(self.manifest_path(ref)):
+                self.storage.put_if_absent(self.manifest_path(ref), data)
         reach("checkpoint.after_document")
-        self._advance_pointer(snapshot.version)
         self.manifests.forget(refs)
-        return snapshot.with_manifests(ManifestSet(refs, self.manifests, snapshot.physical_schema))
+        manifests = ManifestSet(refs, self.manifests, snapshot.physical_schema, snapshot.version)
+        return snapshot.with_manifests(manifests)
 
-    def _advance_pointer(self, version: int) -> None:
-        current = self.last_checkpoint()
-        if current is None or current < version:
-            self.storage.put(self._pointer, json.dumps({"version": version}).encode())
+    def _check_manifests(self, refs: list[ManifestRef], document_path: str) -> None:
+        """Raise :class:`CorruptDataError` when a manifest a checkpoint would list again is
+        gone: its state's checkpoint is older than what ``clean`` keeps."""
+        for ref in refs:
+            if not self.storage.exists(self.manifest_path(ref)):
+                raise CorruptDataError(
+                    f"manifest {ref.name} of the checkpoint this state descends from was removed "
+                    "by clean (the state is older than the log retention); no checkpoint was "
+                    "written, a later one will be",
+                    path=self.storage.uri(document_path),
+                )
 
-    def last_checkpoint(self) -> int | None:
+    # --- the history ------------------------------------------------------------------------
+
+    def look(self) -> History:
+        """One look at the table's history (``history.py``): the floor and the newest
+        checkpoint, as the pointer says now, or judged from the log when the pointer has no
+        floor. :class:`TableNotFoundError` when there is no log at all."""
+        pointer = Pointer.decode(self._read_pointer())
+        reach("history.after_look")
+        if pointer is not None and pointer.floor is not None:
+            return History(pointer.floor, pointer.checkpoint)
+        checkpoint = pointer.checkpoint if pointer is not None else None
+        return History(self._judged_floor(), checkpoint, recorded=False)
+
+    def _judged_floor(self) -> int:
+        """The floor of a log whose pointer records none: 0 while version 0 is there (nothing
+        was ever cleaned; ``clean`` deletes the oldest first), else the oldest listed checkpoint
+        (``clean`` keeps one and deletes every older one)."""
+        if self.storage.exists(self.version_path(0)):
+            return 0
+        listing = self.listing()
+        if listing.checkpoints or listing.versions:
+            return min(listing.checkpoints or listing.versions)
+        raise TableNotFoundError(f"no CarbonLite table at {self.uri!r} (no {LOG_DIR}/ found)")
+
+    def _read_pointer(self) -> bytes | None:
         try:
-            return int(json.loads(self.storage.read(self._pointer))["version"])
+            return self.storage.read(self._pointer)
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError, OverflowError):
-            return None  # a damaged pointer is only a hint; listing finds the checkpoints
+
+    def move_pointer(self, *, checkpoint: int | None = None, floor: int | None = None) -> None:
+        """Raise the pointer's checkpoint and floor to at least these (``Storage.swap``: atomic
+        against every other move, so neither ever goes back). A pointer without a floor first
+        gets the one the log shows (``_judged_floor``)."""
+        current = Pointer.decode(self._read_pointer())
+        known = (
+            current.floor
+            if current is not None and current.floor is not None
+            else self._judged_floor()
+        )
+
+        def change(data: bytes | None) -> bytes | None:
+            old = Pointer.decode(data) or Pointer(None, None)
+            new = old.moved(checkpoint=checkpoint, floor=floor, known_floor=known)
+            return None if new == old else new.encode()
+
+        self.storage.swap(self._pointer, change)
+
+    def last_checkpoint(self) -> int | None:
+        """The newest checkpoint the pointer names (None: none, or the pointer is damaged)."""
+        pointer = Pointer.decode(self._read_pointer())
+        return pointer.checkpoint if pointer is not None else None
 
     # --- snapshots ----------------------------------------------------------------------------
 
@@ -304,7 +347,7 @@ class Log:
         :class:`CorruptDataError` when the log has a hole before its newest version."""
         # Without a usable checkpoint, opening lists the log; the listing, taken before the
         # replay, names only versions the replay must reach, unless the log has a hole.
-        start, listing = self._starting_snapshot()
+        start, listing = self._starting_snapshot(self.look())
         latest = self.update(start)
         if listing is not None:
             beyond = [v for v in listing.versions if v > latest.version]
@@ -317,26 +360,24 @@ class Log:
                 )
         return latest
 
-    def _starting_snapshot(self) -> tuple[Snapshot, LogListing | None]:
-        """The newest readable checkpoint (the pointer is only a hint), else version 0; with
-        the listing of the log when one was needed to find it."""
-        pointer = self.last_checkpoint()
-        if pointer is not None:
-            snapshot = self.try_read_checkpoint(pointer)
+    def _starting_snapshot(self, history: History) -> tuple[Snapshot, LogListing | None]:
+        """The checkpoint the pointer names, else the newest readable one at or above the
+        floor, else version 0; with the listing of the log when one was needed to find it."""
+        if history.checkpoint is not None:
+            snapshot = self.try_read_checkpoint(history.checkpoint)
             if snapshot is not None:
                 return snapshot, None
         listing = self.listing()
         for c in reversed(listing.checkpoints):
-            if c != pointer:
+            if c != history.checkpoint and history.holds(c):
                 snapshot = self.try_read_checkpoint(c)
                 if snapshot is not None:
                     return snapshot, listing
-        try:
-            zero = self.read_actions(0, None)
-        except FileNotFoundError:
-            zero = None
-        if zero is not None:
-            return Snapshot.from_actions(self.uri, 0, zero), listing
+        if history.floor == 0:
+            try:
+                return Snapshot.from_actions(self.uri, 0, self.read_actions(0, None)), listing
+            except FileNotFoundError:
+                pass
         if listing.versions or listing.checkpoints:
             raise CorruptDataError(
                 f"the log of {self.uri!r} starts at version "
@@ -357,48 +398,103 @@ class Log:
             return None
 
     def update(self, snapshot: Snapshot) -> Snapshot:
-        """``snapshot`` advanced through every version committed after it."""
-        latest = snapshot
-        for latest in self.advance(snapshot):  # noqa: B007 - the last one is the answer
+        """``snapshot`` advanced through every version committed after it (and rebased on the
+        newest checkpoint this Log wrote, :meth:`rebased`)."""
+        latest = start = self.rebased(snapshot)
+        for latest in self.advance(start):  # noqa: B007 - the last one is the answer
             pass
         return latest
 
+    def settled(self, checkpoint: Snapshot) -> None:
+        """Keep ``checkpoint``, a state rebased on the manifests of a checkpoint this Log just
+        wrote, for :meth:`rebased`."""
+        with self._settled_lock:
+            if self._settled is None or self._settled.version < checkpoint.version:
+                self._settled = checkpoint
+
+    def rebased(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot`` with its entries up to the newest checkpoint this Log wrote taken from
+        that checkpoint's manifests, the versions since replayed onto it: a writer whose
+        checkpoints are written in the background takes it up on its next refresh, so it holds
+        (and checkpoints) only the entries committed since. ``snapshot`` itself when there is
+        nothing newer to take up, or when a version since cannot be read again."""
+        with self._settled_lock:
+            base = self._settled
+        held = snapshot.manifests.version if snapshot.manifests is not None else -1
+        if base is None or not held < base.version <= snapshot.version:
+            return snapshot
+        state = base
+        for version in range(base.version + 1, snapshot.version + 1):
+            try:
+                state = state.apply(version, self.read_actions(version, state))
+            except FileNotFoundError:
+                return snapshot  # cleaned away meanwhile
+        return state if state.commit_id == snapshot.commit_id else snapshot
+
     def advance(self, snapshot: Snapshot) -> Iterator[Snapshot]:
-        """The snapshot of each version committed after ``snapshot``, in order. When ``clean``
-        removed the versions right after it (a snapshot older than the log retention), the
-        next one yielded is the newest checkpoint: the versions between are gone. So it is when
-        the next version was not built on ``snapshot`` (its parent commit id differs): the
-        snapshot stands on a fork (docs/LOG.md, "The fork guard")."""
-        if self._maybe_cleaned_under(snapshot):
-            snapshot = self._past_cleaned(snapshot)
-            yield snapshot
+        """The snapshot of each version of the history after ``snapshot``, in order.
+
+        Versions are read forward while each was built on the one before (its parent commit
+        id); then one look at the history judges them all (``history.py``): when the floor is
+        at or below the last one read, every one is the history's and they are yielded. When it
+        is above (``clean`` removed the log past them; what was read may be forks, and nothing
+        after them is left), the newest checkpoint stands in for them and is yielded instead:
+        the versions between are gone. A version missing between two that exist is a hole
+        (:class:`CorruptDataError`); a log that vanished, :class:`TableNotFoundError`."""
         while True:
+            run, missing = self._read_run(snapshot)
+            try:
+                history = self.look()
+            except TableNotFoundError:
+                raise TableNotFoundError(
+                    f"the table at {self.uri!r} is gone: its log ({LOG_DIR}/) was deleted after "
+                    f"this Table loaded version {snapshot.version}; nothing was written"
+                ) from None
+            last = run[-1] if run else snapshot
+            if not history.holds(last.version):
+                snapshot = self._newest_checkpoint(history, last.version)
+                yield snapshot
+                continue
+            yield from run
+            if len(run) == _RUN:
+                snapshot = last
+                continue
+            if not missing:
+                raise CorruptDataError(
+                    f"version {last.version + 1} of {self.uri!r} was not built on version "
+                    f"{last.version}, which the history holds: a version file was replaced. "
+                    "Restore the log from a backup or copy of the table",
+                    path=self.storage.uri(self.version_path(last.version + 1)),
+                )
+            if not self._version_exists(last.version + 2):
+                return
+            if self._version_exists(last.version + 1):
+                snapshot = last  # committed between the two looks
+                continue
+            raise CorruptDataError(
+                f"the log of {self.uri!r} is missing version {last.version + 1}: versions "
+                f"{last.version} and {last.version + 2} exist, so the file was deleted or lost. "
+                "Restore it from a backup or copy of the table; until then the table cannot be "
+                f"read past version {last.version} and nothing can be committed",
+                path=self.storage.uri(self.version_path(last.version + 1)),
+            )
+
+    def _read_run(self, snapshot: Snapshot) -> tuple[list[Snapshot], bool]:
+        """The versions after ``snapshot`` as far as each was built on the one before (at most
+        ``_RUN`` of them), and whether the run ended at a missing version (else at one built
+        on something else, or at the bound)."""
+        run: list[Snapshot] = []
+        while len(run) < _RUN:
             try:
                 actions = self.read_actions(snapshot.version + 1, snapshot)
             except FileNotFoundError:
-                after = self._after_missing(snapshot)
-                if after is None:
-                    return
-                if after is not snapshot:
-                    snapshot = after
-                    yield snapshot
-                continue
-            if not _continues(snapshot, actions):
-                snapshot = self._past_cleaned(snapshot)
-                yield snapshot
-                continue
+                return run, True
+            if not built_on(snapshot.commit_id, actions):
+                return run, False
             snapshot = self._at_checkpoint(snapshot.apply(snapshot.version + 1, actions))
             reach("log.after_read")
-            yield snapshot
-
-    def _maybe_cleaned_under(self, snapshot: Snapshot) -> bool:
-        """Whether ``clean`` removed the version ``snapshot`` stands on. Only a snapshot older
-        than the log retention can be, and only then is it looked up: a version created later
-        at the next number (a stale writer's fork) must not be read as its successor."""
-        retention_ms = TableProperties(snapshot.properties).log_retention * 1000
-        if time.time() * 1000 - snapshot.timestamp < retention_ms or snapshot.version == 0:
-            return False
-        return not self.storage.exists(self.version_path(snapshot.version))
+            run.append(snapshot)
+        return run, False
 
     def _at_checkpoint(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot``, or the same state read from its version's checkpoint when another
@@ -410,155 +506,31 @@ class Log:
         ):
             return snapshot
         checkpoint = self.try_read_checkpoint(snapshot.version)
-        return snapshot if checkpoint is None else checkpoint
+        if checkpoint is None or checkpoint.commit_id != snapshot.commit_id:
+            return snapshot  # none, or of another version of that number: not this state
+        return checkpoint
 
-    def _after_missing(self, snapshot: Snapshot) -> Snapshot | None:
-        """Version ``snapshot.version + 1`` is not there: None when ``snapshot`` is the latest,
-        ``snapshot`` itself when that version just appeared (read it again), the newest
-        checkpoint when ``clean`` removed the log behind ``snapshot``. A hole in the log is a
-        :class:`CorruptDataError`; a log that vanished, :class:`TableNotFoundError`."""
-        v = snapshot.version
-        if self.storage.exists(self.version_path(v)):
-            if not self.storage.exists(self.version_path(v + 2)):
-                return None
-            if self.storage.exists(self.version_path(v + 1)):
-                return snapshot  # committed between the two looks
-            raise CorruptDataError(
-                f"the log of {self.uri!r} is missing version {v + 1}: versions {v} and {v + 2} "
-                "exist, so the file was deleted or lost. Restore it from a backup or copy of the "
-                "table; until then the table cannot be read past version "
-                f"{v} and nothing can be committed",
-                path=self.storage.uri(self.version_path(v + 1)),
-            )
-        return self._past_cleaned(snapshot)
-
-    def _past_cleaned(self, snapshot: Snapshot) -> Snapshot:
-        """The newest checkpoint after ``snapshot``, whose version is gone from the log
-        (cleaned away) or was a fork; :class:`TableNotFoundError` when the whole log is gone."""
-        v = snapshot.version
-        pointer = self.last_checkpoint()
-        candidates = [pointer] if pointer is not None and pointer > v else []
-        if not candidates:
-            listing = self.listing()
-            if not listing.versions and not listing.checkpoints and pointer is None:
-                raise TableNotFoundError(
-                    f"the table at {self.uri!r} is gone: its log ({LOG_DIR}/) was deleted after "
-                    f"this Table loaded version {v}; nothing was written"
-                )
-            candidates = [c for c in reversed(listing.checkpoints) if c > v]
+    def _newest_checkpoint(self, history: History, below: int) -> Snapshot:
+        """The newest readable checkpoint at or above ``history``'s floor, which lies above
+        version ``below``: what stands in for versions ``clean`` removed."""
+        candidates = [history.checkpoint] if history.checkpoint is not None else []
+        candidates += [
+            c
+            for c in reversed(self.listing().checkpoints)
+            if history.holds(c) and c != history.checkpoint
+        ]
         for c in candidates:
             checkpoint = self.try_read_checkpoint(c)
             if checkpoint is not None:
                 return checkpoint
         raise CorruptDataError(
-            f"version {v} of {self.uri!r}, which this Table had loaded, is no longer in the log "
-            "(or the next version was not built on it), and no readable checkpoint after it can "
-            "stand in for it; open the table again",
-            path=self.storage.uri(self.version_path(v)),
+            f"version {below} of {self.uri!r}, which this Table had reached, is no longer in "
+            f"the table's history (clean removed the log up to version {history.floor}), and "
+            "no readable checkpoint can stand in for it; open the table again",
+            path=self.storage.uri(self.version_path(below)),
         )
 
     def load_version(self, version: int, latest: Snapshot | None = None) -> Snapshot:
-        """The snapshot at ``version`` (time travel): from the newest checkpoint at or before
-        it, found without listing (:meth:`_checkpoint_before`), then forward."""
-        if version < 0:
-            raise VersionNotFoundError(f"versions start at 0, got {version}")
-        if latest is not None and version == latest.version:
-            return latest
-        if latest is not None and version > latest.version:
-            raise VersionNotFoundError(
-                f"table {self.uri!r} has no version {version}; the latest is {latest.version}"
-            )
-        start = self._checkpoint_before(version, latest)
-        if start is None:
-            try:
-                start = Snapshot.from_actions(self.uri, 0, self.read_actions(0, None))
-            except FileNotFoundError:
-                start = self._listed_start(version)
-        snapshot = start
-        while snapshot.version < version:
-            try:
-                actions = self.read_actions(snapshot.version + 1, snapshot)
-            except FileNotFoundError:
-                self._missing_in_history(snapshot.version + 1, version)
-                raise VersionNotFoundError(
-                    f"table {self.uri!r} has no version {version}; the latest is {snapshot.version}"
-                ) from None
-            snapshot = snapshot.apply(snapshot.version + 1, actions)
-        return snapshot
-
-    _PROBES = 4
-    """Checkpoints probed below a version, of each kind, before time travel falls back to
-    version 0 or a listing."""
-
-    def _checkpoint_before(self, version: int, latest: Snapshot | None) -> Snapshot | None:
-        """The newest readable checkpoint at or before ``version`` among the pointer's, the
-        versions due one by entries just below it, and the few multiples of the checkpoint
-        interval below it (None if none of them is). Where checkpoints were due by entries is
-        in ``recent_checkpoints``: of ``latest`` for versions of its last two intervals, else
-        of the checkpoint at the first multiple of the interval after ``version``."""
-        props = latest.properties if latest is not None else {}
-        interval = TableProperties(props).checkpoint_interval
-        multiples = [version - version % interval - k * interval for k in range(self._PROBES)]
-        candidates = [*multiples, *self._due_by_entries(version, interval, latest)]
-        pointer = self.last_checkpoint()
-        if pointer is not None and pointer <= version:
-            candidates.append(pointer)
-        for c in sorted({c for c in candidates if c > 0}, reverse=True):
-            checkpoint = self.try_read_checkpoint(c)
-            if checkpoint is not None:
-                return checkpoint
-        return None
-
-    def _due_by_entries(self, version: int, interval: int, latest: Snapshot | None) -> list[int]:
-        """The newest few versions at or before ``version`` and after the multiple of the
-        interval below it at which a checkpoint was due by entries. ``latest`` lists them when
-        it is at most two intervals past that multiple; else the checkpoint of either of the
-        next two multiples does (one or two checkpoint documents read)."""
-        floor = version - version % interval
-        recent: tuple[int, ...] = ()
-        if latest is not None and latest.version - RECENT_INTERVALS * interval <= floor:
-            recent = latest.recent_checkpoints
-        else:
-            for after in range(floor + interval, floor + RECENT_INTERVALS * interval + 1, interval):
-                if latest is not None and after > latest.version:
-                    break
-                known = self.try_read_checkpoint(after)
-                if known is not None:
-                    recent = known.recent_checkpoints
-                    break
-        return [v for v in recent if floor < v <= version][-self._PROBES :]
-
-    def _listed_start(self, version: int) -> Snapshot:
-        """Where to replay ``version`` from when neither a probed checkpoint nor version 0 is
-        there: list the log (the slow path, for missing checkpoints and clear errors)."""
-        listing = self.listing()
-        for c in reversed([c for c in listing.checkpoints if c <= version]):
-            start = self.try_read_checkpoint(c)
-            if start is not None:
-                return start
-        earliest = min(listing.checkpoints + listing.versions, default=None)
-        raise VersionNotFoundError(
-            f"version {version} of {self.uri!r} is no longer in the log (removed by clean, "
-            f"or its checkpoint is damaged); the earliest version still there is {earliest}"
-        )
-
-    def _missing_in_history(self, missing: int, wanted: int) -> None:
-        """Raise :class:`CorruptDataError` when ``missing`` was lost rather than never
-        written: ``clean`` removes versions oldest first, so one missing after one still
-        there, with later ones present, was lost."""
-        listing = self.listing()
-        if missing - 1 in listing.versions and any(v > missing for v in listing.versions):
-            raise CorruptDataError(
-                f"the log of {self.uri!r} is missing version {missing} (later versions "
-                f"exist), so version {wanted} cannot be rebuilt; restore the file from "
-                "a backup or copy of the table",
-                path=self.storage.uri(self.version_path(missing)),
-            )
-
-
-def _continues(snapshot: Snapshot, actions: list[Action]) -> bool:
-    """Whether ``actions`` (the next version) were built on ``snapshot``, as far as the chain
-    of commit ids tells (versions of older writers carry no parent: assumed so)."""
-    info = actions[-1] if actions else None
-    parent = info.parent_commit_id if isinstance(info, CommitInfo) else ""
-    return not parent or not snapshot.commit_id or parent == snapshot.commit_id
+        """The snapshot at ``version`` (time travel, ``time_travel.py``); ``latest``: the
+        newest snapshot the caller holds, when it has one."""
+        return load_version(self, version, latest)

@@ -271,6 +271,8 @@ class ManifestSet:
     refs: tuple[ManifestRef, ...]
     store: ManifestStore
     schema: pa.Schema
+    version: int = -1
+    """The version of the checkpoint whose state they hold."""
 
     def tables(self) -> list[tuple[ManifestRef, pa.Table]]:
         return [(ref, self.store.load(ref, self.schema).table) for ref in self.refs]

@@ -38,17 +38,8 @@ def _iso(ms: int) -> str:
 
 
 def earliest_version(log: Log, latest: int) -> int:
-    """The oldest version still in the log (``clean`` removes the oldest first)."""
-    if log.storage.exists(log.version_path(0)):
-        return 0
-    lo, hi = 0, latest  # version ``lo`` is gone, ``hi`` is there
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if log.storage.exists(log.version_path(mid)):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    """The oldest version of the retained history: its floor (``history.py``)."""
+    return min(log.look().floor, latest)
 
 
 def version_at(log: Log, latest: Snapshot, when_ms: int) -> int:

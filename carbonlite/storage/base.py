@@ -1,8 +1,9 @@
 """The storage contract every backend fulfils.
 
 A table format needs a little more than a filesystem: appending to a file and making it
-durable ("hflush"), truncating a file back to a committed length, and an atomic
-*put-if-absent* that decides races between writers. Each backend states what it can do;
+durable ("hflush"), truncating a file back to a committed length, an atomic
+*put-if-absent* that decides races between writers, and an atomic *swap* (read-modify-write)
+for a value several writers move forward. Each backend states what it can do;
 what it cannot do is refused with :class:`~carbonlite.errors.UnsupportedStorageError`,
 never emulated unsafely.
 
@@ -14,25 +15,51 @@ from __future__ import annotations
 
 import abc
 import posixpath
+import random
 import threading
+import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TypeVar
 
-from carbonlite.errors import StorageError, UnsupportedStorageError
+from carbonlite.errors import CommitConflictError, StorageError, UnsupportedStorageError
+from carbonlite.seams import reach
 
 __all__ = [
+    "SWAP_ATTEMPTS",
+    "SWAP_LOCK_TIMEOUT",
     "TEMP_PREFIX",
     "Appender",
     "BufferedObjectAppender",
+    "Change",
     "FileStatus",
     "RangeReader",
     "Storage",
+    "swap_optimistically",
 ]
 
 TEMP_PREFIX = ".tmp-"
 """Names of the files a put writes before renaming them into place (local storage): not yet
 the document they will be, and left behind by a writer killed between the two steps."""
+
+Change = Callable[[bytes | None], bytes | None]
+"""What :meth:`Storage.swap` applies: the current bytes (None: no object) to the new bytes
+(None: keep them)."""
+
+Token = TypeVar("Token")
+
+SWAP_ATTEMPTS = 50
+"""Tries an optimistic swap makes before it gives up: each lost try means another swap landed,
+so 50 in a row takes a storm of writers to one object (a pointer moves once per commit)."""
+
+SWAP_LOCK_TIMEOUT = 60.0
+"""Seconds a locking swap waits for the lock: far longer than any read, change and durable
+write of a small document take, so a timeout means a swapper hung while holding it."""
+
+_FIRST_PAUSE = 0.002
+_LONGEST_PAUSE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +191,40 @@ class Storage(abc.ABC):
     def put(self, path: str, data: bytes) -> None:
         """Atomically create or replace ``path`` with ``data``."""
 
+    def swap(self, path: str, change: Change) -> bytes | None:
+        """Atomically replace the object at ``path`` with ``change(current)``.
+
+        ``current`` is the object's bytes, None when there is none. ``change`` returns the new
+        bytes, or None to leave the object as it is. Atomic against every other ``swap`` of the
+        same path from any thread or process: no swap's write is lost or applied on top of a
+        value it did not see. ``change`` may be called more than once (when another swap got
+        there first it is called again with the newer value), so it must be a pure function of
+        its argument. Returns the object's bytes after the call (what ``change`` wrote, or what
+        it kept).
+
+        Only swaps are atomic against each other: a plain :meth:`put` or :meth:`delete` of the
+        same path can still slip in between. On S3 a write whose answer was lost may have
+        landed; the swap then reads again and calls ``change`` on the value it wrote itself, so
+        ``change`` should map its own result to None (a maximum does; a counter would count
+        twice).
+
+        Two ways to make it atomic, one per kind of backend. *Locking* (local disk): an
+        exclusive lock is held while reading, changing and writing, so the first try always
+        lands and a paused or slow swapper makes the others wait (up to
+        :data:`SWAP_LOCK_TIMEOUT`). *Optimistic* (memory, S3, :func:`swap_optimistically`):
+        the write lands only if the value is still the one ``change`` saw, else the swap reads
+        again; nobody waits for a paused swapper, and one that keeps losing gives up after
+        :data:`SWAP_ATTEMPTS` tries. Either way a swapper that gives up raises
+        :class:`~carbonlite.errors.CommitConflictError` (local's
+        :class:`~carbonlite.errors.WriterConflictError` is one): it lost a race, the storage
+        did not fail, and trying again later is the remedy.
+        """
+        raise UnsupportedStorageError(
+            f"{type(self).__name__} cannot swap {path!r} atomically (it implements no "
+            "Storage.swap), so a value several writers update could move backwards; use local, "
+            "memory:// or s3:// storage"
+        )
+
     @abc.abstractmethod
     def open_appender(self, path: str) -> Appender:
         """Open ``path`` for appending, creating it when missing."""
@@ -260,3 +321,40 @@ class BufferedObjectAppender(Appender):
         if not self._closed:
             self.flush()
             self._closed = True
+
+
+def swap_optimistically(
+    uri: str,
+    change: Change,
+    read: Callable[[], tuple[bytes | None, Token]],
+    write_if: Callable[[bytes, Token], bool],
+) -> bytes | None:
+    """Read, change and conditionally write until a write lands (see :meth:`Storage.swap`).
+
+    ``read`` returns the current bytes (None: no object) and a token that names that value;
+    ``write_if(new, token)`` writes ``new`` only while ``token`` still names the current value
+    and returns whether it did. A False means another writer got in between (or, on S3, that
+    the write's outcome is unknown): the loop reads again, so ``change`` always sees the value
+    its result replaces.
+    """
+    for attempt in range(SWAP_ATTEMPTS):
+        current, token = read()
+        new = change(current)
+        if new is None:
+            return current  # nothing to write: the value read is the value after the call
+        new = bytes(new)
+        reach("storage.before_swap_write")
+        if write_if(new, token):
+            return new
+        _pause(attempt)
+    raise CommitConflictError(
+        f"could not swap {uri!r}: {SWAP_ATTEMPTS} times in a row another writer changed it "
+        "between this swap's read and its write, and the swap gave up (try again later, or "
+        "give the object fewer concurrent writers)"
+    )
+
+
+def _pause(attempt: int) -> None:
+    """A short random sleep, growing with the attempts, so that swappers who collided do not
+    collide again in lockstep."""
+    time.sleep(random.uniform(0, min(_LONGEST_PAUSE, _FIRST_PAUSE * 2**attempt)))

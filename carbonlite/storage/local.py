@@ -16,9 +16,22 @@ from contextlib import contextmanager
 import pyarrow as pa
 
 from carbonlite.errors import UnsupportedStorageError, WriterConflictError
-from carbonlite.storage.base import TEMP_PREFIX, Appender, FileStatus, RangeReader, Storage
+from carbonlite.seams import reach
+from carbonlite.storage.base import (
+    SWAP_LOCK_TIMEOUT,
+    TEMP_PREFIX,
+    Appender,
+    Change,
+    FileStatus,
+    RangeReader,
+    Storage,
+)
 
-__all__ = ["LocalStorage"]
+__all__ = ["SWAP_LOCK_SUFFIX", "LocalStorage"]
+
+SWAP_LOCK_SUFFIX = ".lock"
+"""What a swapped file's lock file adds to its name (``_last_checkpoint.lock``); a listing of
+the directory sees it beside the file."""
 
 # errno values with which a filesystem says it has no hard links.
 _NO_LINK_ERRNOS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK}
@@ -241,6 +254,34 @@ class LocalStorage(Storage):
                 os.unlink(tmp)
             raise
         _fsync_dir(parent)
+
+    def swap(self, path: str, change: Change) -> bytes | None:
+        """Locking: an exclusive ``flock`` of the sibling ``<path>.lock`` is held while the
+        file is read, changed and durably replaced (:meth:`put`), so ``change`` runs once and
+        every other swapper, in this process or another, waits for its turn. A swapper paused
+        inside (at ``change`` or at the ``storage.before_swap_write`` seam) therefore blocks
+        the others, up to :data:`~carbonlite.storage.base.SWAP_LOCK_TIMEOUT`; the lock file
+        stays beside the file for the next swap."""
+        lock_path = f"{path}{SWAP_LOCK_SUFFIX}"
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self.lock(lock_path, timeout=SWAP_LOCK_TIMEOUT))
+            except WriterConflictError:
+                raise WriterConflictError(
+                    f"could not swap {path!r}: another swapper held its lock {lock_path!r} for "
+                    f"{SWAP_LOCK_TIMEOUT:g} s (hung, or paused while swapping); try again later"
+                ) from None
+            try:
+                current: bytes | None = self.read(path)
+            except FileNotFoundError:
+                current = None
+            new = change(current)
+            if new is None:
+                return current
+            new = bytes(new)
+            reach("storage.before_swap_write")
+            self.put(path, new)
+            return new
 
     def open_appender(self, path: str) -> Appender:
         return _LocalAppender(path)

@@ -15,7 +15,14 @@ from typing import Any
 from fsspec.implementations.memory import MemoryFileSystem
 
 from carbonlite.errors import WriterConflictError
-from carbonlite.storage.base import Appender, FileStatus, RangeReader, Storage
+from carbonlite.storage.base import (
+    Appender,
+    Change,
+    FileStatus,
+    RangeReader,
+    Storage,
+    swap_optimistically,
+)
 
 __all__ = ["MemoryStorage"]
 
@@ -125,6 +132,30 @@ class MemoryStorage(Storage):
     def put(self, path: str, data: bytes) -> None:
         with _LOCK:
             self.fs.pipe_file(path, bytes(data))
+
+    def swap(self, path: str, change: Change) -> bytes | None:
+        """Optimistic: ``change`` runs outside the lock (so a swapper paused in it, or at the
+        seam after it, holds nobody up); the write happens under the lock only while the bytes
+        are still those ``change`` saw. Equal bytes are the same value, so a value that changed
+        and changed back is rightly written over."""
+
+        def read() -> tuple[bytes | None, bytes | None]:
+            current = self._current(path)
+            return current, current
+
+        def write_if(data: bytes, seen: bytes | None) -> bool:
+            with _LOCK:
+                if self._current(path) != seen:
+                    return False
+                self.fs.pipe_file(path, data)
+                return True
+
+        return swap_optimistically(self.uri(path), change, read, write_if)
+
+    def _current(self, path: str) -> bytes | None:
+        with _LOCK:
+            f = self.fs.store.get(path)
+            return None if f is None else bytes(f.getvalue())
 
     def open_appender(self, path: str) -> Appender:
         return _MemoryAppender(self, path)

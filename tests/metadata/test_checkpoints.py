@@ -106,7 +106,7 @@ def test_checkpoints_are_written_every_interval(table_path: Path) -> None:
     names = sorted(p.name for p in log_dir(table_path).iterdir())
     checkpoints = [n for n in names if n.endswith(".checkpoint.json")]
     assert checkpoints == [f"{5:020d}.checkpoint.json", f"{10:020d}.checkpoint.json"]
-    assert json.loads(pointer(table_path).read_text()) == {"version": 10}
+    assert json.loads(pointer(table_path).read_text()) == {"version": 10, "floor": 0}
     assert [n for n in names if re.fullmatch(r"\d{20}\.json", n)] == [
         f"{v:020d}.json" for v in range(COMMITS + 1)
     ]
@@ -154,7 +154,7 @@ def test_opening_starts_from_the_checkpoint(table_path: Path, deleted_up_to: int
         t.append(events(5000 + n, 1), schema_mode="merge")
     assert t.version == 15
     assert checkpoint_file(table_path, 15).exists()
-    assert json.loads(pointer(table_path).read_text()) == {"version": 15}
+    assert json.loads(pointer(table_path).read_text()) == {"version": 15, "floor": 0}
     assert cl.open_table(table_path).count_rows() == len(expected_rows(COMMITS)) + 3
 
 

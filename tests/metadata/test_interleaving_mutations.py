@@ -135,3 +135,35 @@ def test_dropping_the_columns_as_written_requirement_is_caught(
     with pytest.raises(ScheduleError) as info:
         explore_all(scenario, check_schemas, limit=500, pause_at=PAUSE_AT)
     assert "written before a rename or drop" in str(info.value)
+
+
+def test_the_pointer_and_predecessor_rule_is_caught(monkeypatch) -> None:
+    """Before issue 37: "the pointer is below V and version V-1 exists" meant committed, and
+    clean deleted the log without moving the pointer. A pointer left behind by a failed write
+    and another stale writer's fork at V-1 make that wrong (issue 37's order): the stale
+    writer is told it committed a version no read sees."""
+    from tests.metadata.test_one_history import issue_37_order
+    from tests.support.log_model import check_table
+
+    real = Log.placement
+
+    def old(self: Log, version: int, commit_id: str) -> str:
+        pointer = self.last_checkpoint()
+        if (pointer is None or pointer < version) and self.storage.exists(
+            self.version_path(version - 1)
+        ):
+            return "committed"
+        return real(self, version, commit_id)
+
+    real_move = Log.move_pointer
+
+    def checkpoint_only(self: Log, *, checkpoint: int | None = None, floor: int | None = None):
+        if floor is None:  # clean's move (with a floor) is what the fix added
+            real_move(self, checkpoint=checkpoint)
+
+    monkeypatch.setattr(Log, "placement", old)
+    monkeypatch.setattr(Log, "move_pointer", checkpoint_only)
+    uri, model, _, s2 = issue_37_order(monkeypatch)
+    assert s2.acknowledged and s2.version == 8  # told it committed version 8, below the floor
+    with pytest.raises(AssertionError, match=r"!= model|two actors acknowledged"):
+        check_table(uri, model, cleaned=True)

@@ -23,6 +23,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from carbonlite.metadata import post_commit
 from tests.support import REPO
 
 Run = Callable[[dict[str, Any]], None]
@@ -47,13 +48,17 @@ def read_line(fd: int = 0) -> str:
 
 
 def run_child(run: Run, spec: dict[str, Any]) -> int:
-    """Run one spec in this process: ``pid`` first, ``error`` on an exception."""
+    """Run one spec in this process: ``pid`` first, ``error`` on an exception. Then what a
+    process does as it exits (the child ends with ``os._exit``, which skips ``atexit``):
+    finish the checkpoints its commits left to the background (``post_commit.settle_all``)."""
     out(f"pid {os.getpid()}")
     try:
         run(spec)
     except BaseException:
         out("error " + json.dumps(traceback.format_exc()))
         return 1
+    finally:
+        post_commit.settle_all()
     return 0
 
 

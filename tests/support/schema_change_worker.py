@@ -108,6 +108,7 @@ def run(spec: dict[str, Any]) -> None:
             result = GOLDEN_OPS[spec["op"]](table)
         else:
             result = OPS[spec["op"]](table)
+        table.log.post_commit.settle()  # its checkpoint, if due: still inside the seams
     out(f"done {result.version}")
 
 

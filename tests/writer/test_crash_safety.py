@@ -363,7 +363,11 @@ def test_kill_at_crash_point(
     run = server.start(spec | ({"txn_app": "stream"} if txn else {}))
     assert run.wait_exit() == SIGKILLED, f"the crash point {point} was never reached"
     armed = FIRST + prior
-    assert run.in_flight == armed
+    if point == "before_checkpoint_pointer":
+        # a post-commit step: written in the background, after the append was acknowledged
+        assert run.in_flight == armed or run.batches == set(range(FIRST, armed + 1))
+    else:
+        assert run.in_flight == armed
     committed = point in COMMITTED_AT
     assert_holds(path, run.batches | ({armed} if committed else set()), f"killed at {point}")
     assert open_table(path).version == prior + committed
