@@ -111,6 +111,7 @@ def commit(
             placement = log.placement(version, commit_id)
             if placement == "committed":
                 # settled: what follows (its checkpoint, the pointer) cannot change that
+                log.remember(version, actions)
                 return log.post_commit.after(committed)
             if placement == "unknown":
                 raise _unknown_placement(log, version, commit_id)

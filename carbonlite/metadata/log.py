@@ -58,6 +58,9 @@ _VERSION_RE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
 _UNKNOWN_STATE_TRIES = 3
 """Writes of one version (the same bytes) before its state is declared unknown."""
+_REMEMBERED = 32
+"""Versions whose actions a Log keeps for rebasing on a checkpoint written in the background
+(one is due at least every few small commits, so a few are all it replays)."""
 _RUN = 1024
 """Versions read forward before the history is looked at again (bounds what a reader far
 behind holds before it knows the versions it read are the history's)."""
@@ -94,6 +97,9 @@ class Log:
         """The steps after each commit: its checkpoint and the pointer's move."""
         self._settled: Snapshot | None = None
         self._settled_lock = threading.Lock()
+        self._recent: dict[int, list[Action]] = {}
+        """Actions of the versions this Log committed or read since its newest checkpoint
+        was settled: what :meth:`rebased` replays without reading them again."""
 
     # --- paths and raw access -----------------------------------------------------------------
 
@@ -411,6 +417,18 @@ class Log:
         with self._settled_lock:
             if self._settled is None or self._settled.version < checkpoint.version:
                 self._settled = checkpoint
+                self._recent = {v: a for v, a in self._recent.items() if v > checkpoint.version}
+
+    def remember(self, version: int, actions: list[Action]) -> None:
+        """Keep the actions of ``version``, a version of the history this Log committed, for
+        :meth:`rebased` when its checkpoints are written in the background (the newest
+        ``_REMEMBERED`` only: beyond them the versions are read again)."""
+        if self.post_commit.mode != "background":
+            return
+        with self._settled_lock:
+            if len(self._recent) >= _REMEMBERED:
+                self._recent.pop(min(self._recent))
+            self._recent[version] = actions
 
     def rebased(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot`` with its entries up to the newest checkpoint this Log wrote taken from
@@ -423,10 +441,15 @@ class Log:
         held = snapshot.manifests.version if snapshot.manifests is not None else -1
         if base is None or not held < base.version <= snapshot.version:
             return snapshot
+        with self._settled_lock:
+            recent = dict(self._recent)
         state = base
         for version in range(base.version + 1, snapshot.version + 1):
+            actions = recent.get(version)
             try:
-                state = state.apply(version, self.read_actions(version, state))
+                if actions is None:
+                    actions = self.read_actions(version, state)
+                state = state.apply(version, actions)
             except FileNotFoundError:
                 return snapshot  # cleaned away meanwhile
         return state if state.commit_id == snapshot.commit_id else snapshot

@@ -134,6 +134,13 @@ def decode_manifest(
     return conform_entries(table, table_schema)
 
 
+SMALL_SUMMARY_ROWS = 64
+"""Manifests of at most this many entries are summarized in Python: a checkpoint's new
+manifest usually holds a few, and Arrow's per-call overhead is then most of the cost (1.7 ms
+against 0.1 ms for 3 entries of 6 columns). Both ways give the same summary
+(``tests/metadata/test_manifests.py``)."""
+
+
 def summarize(table: pa.Table, schema: pa.Schema) -> dict[str, ColumnStats]:
     """Every entry's statistics merged, per column: a manifest seen as one big blocklet.
 
@@ -142,6 +149,8 @@ def summarize(table: pa.Table, schema: pa.Schema) -> dict[str, ColumnStats]:
     out: dict[str, ColumnStats] = {}
     if table.num_rows == 0:
         return out
+    if table.num_rows <= SMALL_SUMMARY_ROWS:
+        return _summarize_rows(table, schema)
     rows = table.column("rows")
     for f in schema:
         name = STATS_PREFIX + f.name
@@ -162,6 +171,31 @@ def summarize(table: pa.Table, schema: pa.Schema) -> dict[str, ColumnStats]:
             )
             low = _bound(column.field("min"), valued, "min")
             high = _bound(column.field("max"), valued, "max")
+        out[f.name] = ColumnStats(null_count=nulls, min=low, max=high, nan_count=nans)
+    return out
+
+
+def _summarize_rows(table: pa.Table, schema: pa.Schema) -> dict[str, ColumnStats]:
+    """:func:`summarize` of a small table, entry by entry in Python."""
+    out: dict[str, ColumnStats] = {}
+    rows = table.column("rows").to_pylist()
+    for f in schema:
+        name = STATS_PREFIX + f.name
+        if name not in table.column_names:
+            continue
+        entries = table.column(name).to_pylist()
+        if any(e is None for e in entries):
+            continue
+        low = high = None
+        if stat_kind(f.type) is not None:
+            valued = [
+                e for e, n in zip(entries, rows, strict=True) if n - e["nulls"] - e["nans"] > 0
+            ]
+            lows, highs = [e["min"] for e in valued], [e["max"] for e in valued]
+            low = min(lows) if lows and None not in lows else None
+            high = max(highs) if highs and None not in highs else None
+        nulls = sum(e["nulls"] for e in entries)
+        nans = sum(e["nans"] for e in entries)
         out[f.name] = ColumnStats(null_count=nulls, min=low, max=high, nan_count=nans)
     return out
 
