@@ -130,6 +130,15 @@ class Log:
             format_version=snapshot.metadata.format_version,
         )
 
+    def read_retained(self, version: int, snapshot: Snapshot | None) -> list[Action]:
+        """:meth:`read_actions` of a version of the table's history, vouched for by a look
+        after the read (``history.py``); ``FileNotFoundError`` when it is gone or below the
+        floor (``clean`` removed it: a file still at its number may be a fork)."""
+        actions = self.read_actions(version, snapshot)
+        if not self.look().holds(version):
+            raise FileNotFoundError(self.storage.uri(self.version_path(version)))
+        return actions
+
     def try_write(self, version: int, actions: list[Action], snapshot: Snapshot) -> bool:
         """Create ``version`` holding ``actions`` (which end with a ``commitInfo`` carrying a
         unique ``commit_id``). True when the version holds this commit, False when it holds
@@ -491,8 +500,10 @@ class Log:
                 )
             if not self._version_exists(last.version + 2):
                 return
-            if self._version_exists(last.version + 1):
-                snapshot = last  # committed between the two looks
+            if self._version_exists(last.version + 1) or not self.look().holds(last.version + 1):
+                # committed between the two looks, or removed by clean since the look that
+                # judged the run: read on from the last version (the next look moves past it)
+                snapshot = last
                 continue
             raise CorruptDataError(
                 f"the log of {self.uri!r} is missing version {last.version + 1}: versions "
@@ -529,7 +540,11 @@ class Log:
         ):
             return snapshot
         checkpoint = self.try_read_checkpoint(snapshot.version)
-        if checkpoint is None or checkpoint.commit_id != snapshot.commit_id:
+        if checkpoint is None or (
+            checkpoint.commit_id
+            and snapshot.commit_id
+            and checkpoint.commit_id != snapshot.commit_id
+        ):
             return snapshot  # none, or of another version of that number: not this state
         return checkpoint
 

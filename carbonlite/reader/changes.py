@@ -28,6 +28,7 @@ from carbonlite.metadata import (
     Snapshot,
 )
 from carbonlite.metadata.columns import ColumnLayout
+from carbonlite.metadata.history import built_on
 from carbonlite.reader.planner import Split, file_split
 from carbonlite.reader.scan import ROW_POSITION, SplitReader, read_splits
 from carbonlite.storage import Storage
@@ -166,10 +167,9 @@ def read_changes(
             try:
                 actions = log.read_actions(version, snapshot)
             except FileNotFoundError:
-                raise VersionNotFoundError(
-                    f"version {version} of {log.uri!r} is no longer in the log (removed by "
-                    "clean); ask for changes from a later version"
-                ) from None
+                raise _gone(log, version) from None
+            if snapshot is not None and not built_on(snapshot.commit_id, actions):
+                raise _gone(log, version)  # another writer's, at a number clean freed
             after = (
                 Snapshot.from_actions(log.uri, version, actions)
                 if snapshot is None
@@ -202,6 +202,17 @@ def read_changes(
             snapshot = after
 
     try:
-        return pa.Table.from_batches(list(batches()), schema=out_schema)
+        changes = pa.Table.from_batches(list(batches()), schema=out_schema)
     finally:
         reader.close()
+    first = 0 if start is None else start.version + 1
+    if first <= end_version and not log.look().holds(first):
+        raise _gone(log, first)  # clean removed them while they were read: maybe forks read
+    return changes
+
+
+def _gone(log: Log, version: int) -> VersionNotFoundError:
+    return VersionNotFoundError(
+        f"version {version} of {log.uri!r} is no longer in the log (removed by clean); ask for "
+        "changes from a later version"
+    )

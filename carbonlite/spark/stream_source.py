@@ -202,7 +202,7 @@ class CarbonLiteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def _actions(self, version: int) -> list[Action]:
         try:
             before: Snapshot = self.table.snapshot()
-            return self.table.log.read_actions(version, before)
+            return self.table.log.read_retained(version, before)
         except FileNotFoundError:
             raise DataUnavailableError(
                 f"version {version} of {self.uri!r} is no longer in the log (clean removed it); "

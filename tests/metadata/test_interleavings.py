@@ -115,13 +115,14 @@ def maintain(
     *,
     removes_data: bool = False,
 ) -> Actor:
-    """A commit without data change (handoff, compaction, clean): each version it made."""
+    """A commit without data change (handoff, compaction, clean): each version it made. A
+    refused one that ``removes_data`` (a clean) may have deleted data files before it failed."""
 
     def run() -> None:
         try:
             result = call(table)
-        except CarbonLiteError as exc:
-            model.record(Op(name, error=exc))
+        except (CarbonLiteError, OSError) as exc:
+            model.record(Op(name, error=exc, removes_data=removes_data))
             return
         versions = getattr(result, "versions", None)
         if versions is None:
@@ -301,10 +302,14 @@ def recover_during_append() -> tuple[State, list[Actor]]:
 
 
 SMALL = {"two_appends": two_appends}
-WITHOUT_HISTORY = frozenset(s for s in SEAMS if not s.startswith("history."))
-"""Every seam but the history's own steps: with no ``clean`` in a scenario the floor never
-moves, so pausing in a look only multiplies the orders (two_appends: 15,476 with them); the
-generated scenarios of ``test_generated_orders.py`` pause there, beside ``clean``."""
+WITHOUT_HISTORY = frozenset(
+    s for s in SEAMS if not s.startswith("history.") and s != "storage.before_swap_write"
+)
+"""Every seam but the history's own steps and the pointer's swap: with no ``clean`` in a
+scenario the floor never moves, so pausing in a look only multiplies the orders (two_appends:
+15,476 with them), and the swap is the last step of a checkpoint, already paused at
+``checkpoint.after_document``; the generated scenarios of ``test_generated_orders.py`` pause
+at all of them, beside ``clean`` and storage faults."""
 EXHAUSTIVE_SLOW = {
     "replayed_batch": replayed_batch,
     "stale_writer_and_clean": stale_writer_and_clean,
@@ -352,8 +357,8 @@ def test_random_orders(name: str) -> None:
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", sorted(LARGE))
 def test_many_random_orders(name: str) -> None:
-    found = explore_random(LARGE[name], check, seeds=range(1_000, 2_500))
-    assert found.schedules == 1_500
+    found = explore_random(LARGE[name], check, seeds=range(1_000, 1_300))
+    assert found.schedules == 300
 
 
 @pytest.mark.slow
@@ -361,7 +366,8 @@ def test_many_random_orders(name: str) -> None:
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", sorted(EXHAUSTIVE_SLOW))
 def test_every_order_slow(name: str) -> None:
-    found = explore_all(EXHAUSTIVE_SLOW[name], check, limit=30_000, pause_at=NARROWED.get(name))
+    pause_at = NARROWED.get(name, WITHOUT_HISTORY)
+    found = explore_all(EXHAUSTIVE_SLOW[name], check, limit=30_000, pause_at=pause_at)
     assert found.exhaustive, f"{name}: more than 30,000 orders"
 
 
