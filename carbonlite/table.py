@@ -95,7 +95,7 @@ from carbonlite.writer.publish import (
     run_publish,
     write_states,
 )
-from carbonlite.writer.restore import RestoreCommit, plan_restore
+from carbonlite.writer.restore import RestoreCommit, restore
 from carbonlite.writer.row_changes import KeyCache, commit_row_change
 from carbonlite.writer.schema_changes import (
     dropping_columns,
@@ -710,17 +710,16 @@ class Table:
             parameters = {"version": str(number)}
             if not isinstance(version, int):
                 parameters["timestamp"] = str(version)
-            pending = plan_restore(
-                self.storage,
-                self.root,
+            self._snapshot, pending = restore(
+                self.log,
                 self._snapshot,
                 target,
                 storage_options=self.storage_options,
                 parameters=parameters,
+                stamp=lambda p: self._stamped(p, started),
             )
             if not pending.changes_anything:
                 return CommitResult(None, "RESTORE", skipped=True)
-            self._snapshot = commit(self.log, self._snapshot, self._stamped(pending, started))
             return CommitResult(self._snapshot.version, "RESTORE", rows=pending.rows_added)
 
     def upgrade(self) -> CommitResult:

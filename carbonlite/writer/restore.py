@@ -19,13 +19,17 @@ compactions, handoffs and metadata changes came after it): then the rows are the
 streaming readers skip it. Otherwise it reads as what it is: every row of the marked segments
 deleted and every copied row inserted (``changes``; a stream reading the table stops on it
 unless it skips change commits, as for an overwrite).
+
+The copies are written ahead of the commit, so :func:`restore` writes them under a lease
+(``writer/lease.py``) covering the segments they go into, checked right before the commit:
+``recover`` never deletes them in between, whatever its ``min_age``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,12 +63,16 @@ from carbonlite.metadata import (
     TableMetadata,
 )
 from carbonlite.metadata.columns import PENDING, DroppedColumn, stamped
+from carbonlite.metadata.commit import commit
+from carbonlite.metadata.log import Log
+from carbonlite.seams import reach
 from carbonlite.storage import Storage
 from carbonlite.writer.index_files import index_path
+from carbonlite.writer.lease import Lease
 from carbonlite.writer.row_changes import dv_path
 from carbonlite.writer.stream_file import copy_blocklets
 
-__all__ = ["RestoreCommit", "plan_restore"]
+__all__ = ["RestoreCommit", "plan_restore", "restore"]
 
 COPY_CHUNK_BYTES = 64 * 1024 * 1024
 """Blocklet bytes read into memory at once while copying a file."""
@@ -366,3 +374,34 @@ def _ids_remembered(now: TableMetadata, restored: TableMetadata) -> TableMetadat
         dropped=(*restored.dropped, *gone),
         last_column_id=max(now.last_column_id, restored.last_column_id),
     )
+
+
+def restore(
+    log: Log,
+    now: Snapshot,
+    target: Snapshot,
+    *,
+    storage_options: Mapping[str, Any] | None,
+    parameters: Mapping[str, str],
+    stamp: Callable[[RestoreCommit], RestoreCommit],
+) -> tuple[Snapshot, RestoreCommit]:
+    """Restore ``target`` on top of ``now``: plan it and write its copies under a lease over
+    the segments they may go into, then commit (``stamp`` adds the writer's details). Returns
+    the snapshot after the commit (``now`` when nothing would change) and the commit."""
+    outputs = [
+        f"segments/{now.next_segment_number() + n}/" for n in range(len(target.segments) + 1)
+    ]
+    with Lease(log.storage, log.root, owner="restore", paths=outputs) as lease:
+        pending = plan_restore(
+            log.storage,
+            log.root,
+            now,
+            target,
+            storage_options=storage_options,
+            parameters=parameters,
+        )
+        if not pending.changes_anything:
+            return now, pending
+        reach("lease.before_check")
+        lease.check()
+        return commit(log, now, stamp(pending)), pending

@@ -150,3 +150,31 @@ def test_restore_matches_time_travel_after_any_history(tmp_path_factory, ops, pi
         assert _rows(t) == want, (ops, target)
         assert t.count_rows() == len(want)
     assert t.verify().ok
+
+
+def test_recover_never_deletes_a_restores_copies_before_its_commit(tmp_path):
+    """Found by the generated scenarios (seed 2536): a restore's copies are written ahead of
+    its commit; ``recover(min_age=0)`` between the two deleted them, and the committed
+    version named files that were gone. The copies are written under a lease."""
+    from carbonlite.seams import listening
+    from tests.support.holds import Holds
+
+    uri = str(tmp_path / "t")
+    t = cl.create_table(uri, SCHEMA, properties=SMALL)
+    for i in range(6):
+        t.append(_batch(i * 10))
+    t.finish_streaming()
+    t.handoff()  # the streaming segments are compacted: restoring version 3 copies them
+    t.append(_batch(100))
+    want = _rows(t, 3)
+    holds = Holds()
+    with listening(holds.listener):
+        before_commit = holds.at("restore", "commit.before_put")
+        thread = holds.start("restore", lambda: t.restore(3))
+        before_commit.wait()
+        recovered = cl.open_table(uri).recover(min_age=0)
+        before_commit.release()
+        thread.join()
+    assert holds.outcomes["restore"].error is None
+    assert _rows(cl.open_table(uri)) == want
+    assert cl.open_table(uri).verify().ok, recovered
