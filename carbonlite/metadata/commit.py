@@ -108,7 +108,10 @@ def commit(
         reach("commit.before_put")
         if log.try_write(version, actions, snapshot):
             reach("commit.after_put")
-            placement = log.placement(version, commit_id)
+            try:
+                placement = log.placement(version, commit_id)
+            except OSError as exc:  # the version is there: its fate is not ours to guess
+                raise _unknown_placement(log, version, commit_id, exc) from exc
             if placement == "committed":
                 # settled: what follows (its checkpoint, the pointer) cannot change that
                 log.remember(version, actions)
@@ -147,12 +150,19 @@ def _leave_fork(log: Log, version: int) -> None:
     )
 
 
-def _unknown_placement(log: Log, version: int, commit_id: str) -> CommitStateUnknownError:
+def _unknown_placement(
+    log: Log, version: int, commit_id: str, error: OSError | None = None
+) -> CommitStateUnknownError:
+    why = (
+        f"reading the log to tell failed ({error})"
+        if error is not None
+        else "clean removed the log around it while the commit ran (the log retention is "
+        "shorter than this commit took), or a version after it was written by an older "
+        "CarbonLite that records no parent"
+    )
     return CommitStateUnknownError(
         f"version {version} of {log.uri!r} was created by this commit, but whether it is in the "
-        "table's history cannot be told: clean removed the log around it while the commit ran "
-        "(the log retention is shorter than this commit took), or a version after it was "
-        "written by an older CarbonLite that records no parent. Nothing this commit wrote was "
+        f"table's history cannot be told: {why}. Nothing this commit wrote was "
         f"deleted; check `history` (a version whose commitInfo.commit_id is {commit_id!r} is "
         "this commit) before retrying, and run `recover` once the lease has expired",
         version=version,

@@ -118,6 +118,24 @@ def test_an_unknown_placement_raises_and_deletes_nothing(monkeypatch) -> None:
     assert fresh.log._commit_info(1).commit_id == info.value.commit_id
 
 
+def test_a_storage_error_after_the_put_is_an_unknown_outcome(monkeypatch) -> None:
+    """Found by generated seed 4017: a listing that failed while the commit placed the version
+    it had just created escaped as an ``OSError``, which tells a user nothing committed; the
+    version was there, and in the history."""
+    t = _table()
+
+    def failing(self, version: int, commit_id: str) -> str:
+        raise OSError("listing failed: connection reset")
+
+    monkeypatch.setattr(type(t.log), "placement", failing)
+    with pytest.raises(cl.CommitStateUnknownError, match="reading the log to tell failed") as info:
+        t.append(rows([1, 2]))
+    assert info.value.version == 1 and isinstance(info.value.__cause__, OSError)
+    monkeypatch.undo()
+    fresh = cl.open_table(t.path)
+    assert fresh.log._commit_info(1).commit_id == info.value.commit_id
+
+
 def test_a_reader_left_below_the_floor_moves_to_the_newest_checkpoint() -> None:
     """A reader standing on version 2 of a stale writer reads a version 3 built on another
     version 2 (its own was removed by clean and written again): once the floor is past it, it

@@ -52,6 +52,9 @@ FOUND: dict[str, tuple[int, ...]] = {
     # restore wrote its copies with no lease: recover(min_age=0) between them and the commit
     # deleted them (tests/writer/test_restore.py, the forced order)
     "restore-copies-recovered": (2536,),
+    # a storage error while placing a version the commit had created escaped as OSError (the
+    # caller concludes nothing committed); now CommitStateUnknownError (test_fork_guard.py)
+    "placement-error-escaped": (4017,),
 }
 """Seeds that found a library bug (filled from the mutation tests of
 test_interleaving_mutations.py: the seeds at which a reverted fix is found), by the bug."""
