@@ -55,6 +55,9 @@ FOUND: dict[str, tuple[int, ...]] = {
     # a storage error while placing a version the commit had created escaped as OSError (the
     # caller concludes nothing committed); now CommitStateUnknownError (test_fork_guard.py)
     "placement-error-escaped": (4017,),
+    # issue 37 §1 (one history), found with the fix reverted: OLD_HISTORY_SEEDS of
+    # test_interleaving_mutations.py and the others of the same search
+    "one-history": (687, 748, 1168, 1204, 1434, 1936, 2276, 4255, 4920),
 }
 """Seeds that found a library bug (filled from the mutation tests of
 test_interleaving_mutations.py: the seeds at which a reverted fix is found), by the bug."""

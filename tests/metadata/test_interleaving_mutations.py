@@ -154,14 +154,9 @@ def pointer_without_floor(
         self.storage.swap(self._pointer, lambda _: Pointer(checkpoint, None).encode())
 
 
-def test_the_pointer_and_predecessor_rule_is_caught(monkeypatch) -> None:
-    """Before issue 37: "the pointer is below V and version V-1 exists" meant committed, and
-    clean deleted the log without moving the pointer. A pointer left behind by a failed write
-    and another stale writer's fork at V-1 make that wrong (issue 37's order): the stale
-    writer is told it committed a version no read sees."""
-    from tests.metadata.test_one_history import issue_37_order
-    from tests.support.log_model import check_table
-
+def _revert_one_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Revert issue 37 §1: the placement's fast path ("the pointer is below V and version V-1
+    exists" means committed) and a pointer with no floor, which clean does not move."""
     real = Log.placement
 
     def old(self: Log, version: int, commit_id: str) -> str:
@@ -174,6 +169,17 @@ def test_the_pointer_and_predecessor_rule_is_caught(monkeypatch) -> None:
 
     monkeypatch.setattr(Log, "placement", old)
     monkeypatch.setattr(Log, "move_pointer", pointer_without_floor)
+
+
+def test_the_pointer_and_predecessor_rule_is_caught(monkeypatch) -> None:
+    """Before issue 37: "the pointer is below V and version V-1 exists" meant committed, and
+    clean deleted the log without moving the pointer. A pointer left behind by a failed write
+    and another stale writer's fork at V-1 make that wrong (issue 37's order): the stale
+    writer is told it committed a version no read sees."""
+    from tests.metadata.test_one_history import issue_37_order
+    from tests.support.log_model import check_table
+
+    _revert_one_history(monkeypatch)
     uri, model, _, s2 = issue_37_order(monkeypatch)
     assert s2.acknowledged and s2.version == 8  # told it committed version 8, below the floor
     with pytest.raises(AssertionError, match=r"!= model|two actors acknowledged|a fork below"):
@@ -206,20 +212,47 @@ def _cache_uncommitted_file_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(TableWriter, "_write_parts", write_parts)
 
 
-BUG_1_SEARCH = range(0, 6_000)
-"""Seeds the search runs through, stopping at the first failure: seed 133 (the 23rd scenario
-that retries a refused append; then 2,949 and 4,517 of the 862 such scenarios below 6,000)."""
+CACHED_SCHEMA_SEARCH = range(0, 1_000)
+"""Seeds the search runs through, from 0, stopping at the first failure: seed 133, the 134th
+schedule (the 23rd of those that retry a refused append)."""
 
 
 def test_caching_uncommitted_file_schemas_is_caught_by_generated_schedules(monkeypatch) -> None:
     """Issue 37 §0 escaped the hand-picked scenarios: an append refused after another handle
     dropped a column, retried on the same handle while another actor moves the segment on.
-    Reverted, the generated scenarios that retry a refused append find it: the relocated file
-    no longer reads."""
+    Reverted, a blind search of the generated scenarios (no filter) finds it: the relocated
+    file no longer reads."""
     _cache_uncommitted_file_schemas(monkeypatch)
-    found = explore_generated(
-        BUG_1_SEARCH, MEMORY, only=lambda g: g.has("retry_append"), stop_at_first=True
-    )
+    found = explore_generated(CACHED_SCHEMA_SEARCH, MEMORY, stop_at_first=True)
     assert found.failures, f"none of {found.schedules} generated schedules broke the model"
     message = next(iter(found.failures.values()))
     assert "does not decode" in message, message
+
+
+OLD_HISTORY_SEEDS = (687, 1168)
+"""With §1 reverted, a blind search of the generated seeds from 0 fails first at seed 687 (the
+688th schedule): a stale writer told it committed version 3, a fork below the retained log
+(issue 37 §1 itself); then at 748, 1168 (a stale writer refused, "the log is missing version
+5": the floor judged from a listing took a fork for the history), 1204, 1434, 1936, 2276,
+4255 and 4920 within 5,000."""
+
+
+def test_the_old_history_rules_are_caught_by_generated_schedules(monkeypatch) -> None:
+    """Issue 37 §1, reverted: the seeds a blind search found it at (OLD_HISTORY_SEEDS) fail,
+    the first with the issue's own symptom; they pass with the fix (test_generated_orders.py,
+    FOUND)."""
+    _revert_one_history(monkeypatch)
+    found = explore_generated(OLD_HISTORY_SEEDS, MEMORY)
+    assert set(found.failures) == set(OLD_HISTORY_SEEDS), found.failures
+    assert "two actors acknowledged at 3" in found.failures[687]
+    assert "is missing version 5" in found.failures[1168]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_blind_search_finds_the_old_history_rules(monkeypatch) -> None:
+    """The search itself: with §1 reverted, generated seeds from 0 on, no filter, until the
+    first failure (seed 687)."""
+    _revert_one_history(monkeypatch)
+    found = explore_generated(range(0, 2_000), MEMORY, stop_at_first=True)
+    assert found.failures, f"none of {found.schedules} generated schedules broke the model"

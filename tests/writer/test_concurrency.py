@@ -29,7 +29,8 @@ from tests.support.table_worker import finish, spawn
 
 N = 100
 START_DELAY = 1.0  # the agreed start; processes that are not ready by then start together
-STALL = 5.0  # seconds: no single append may take this long (they take milliseconds)
+HANG_SECONDS = 600.0
+"""How long a test waits for writers that neither progress nor end: a hang, not a speed."""
 # Larger blocklets than the crash tests use: these tests read hundreds of versions.
 BLOCKLETS = {"blocklet_max_rows": "60"}
 
@@ -177,7 +178,7 @@ def test_two_writers_lose_nothing_and_duplicate_nothing(tmp_path, txn, shape) ->
 def test_a_busy_writer_does_not_starve_another(tmp_path) -> None:
     """Two writers append small batches as fast as they can. Blind appends never conflict,
     so neither may be starved into CommitConflictError ("could not commit after N attempts")
-    or stall: both must reach M commits while the other keeps committing."""
+    or left behind: both must reach M commits before either runs out of its 2,000 batches."""
     path = new_table(tmp_path / "t")
     sync = agreed_start(tmp_path, "A", "B")
     stop = str(tmp_path / "stop")
@@ -202,27 +203,22 @@ def test_a_busy_writer_does_not_starve_another(tmp_path) -> None:
         p = tmp_path / f"{w}.progress"
         return p.stat().st_size if p.exists() else 0
 
-    deadline = time.time() + 30
-    seen = {w: (0, time.time()) for w in "AB"}  # commits, when they last grew
-    while time.time() < deadline and min(commits("A"), commits("B")) < m:
+    # Until both reached m commits, or a writer ran out of batches (the other starved, with
+    # 2,000 commits of its own): counts, never the clock (HANG_SECONDS only ends a hang).
+    deadline = time.monotonic() + HANG_SECONDS
+    while min(commits("A"), commits("B")) < m and time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs.values()):
+            break
         time.sleep(0.05)
-        for w in "AB":
-            if commits(w) != seen[w][0]:
-                seen[w] = (commits(w), time.time())
-        if any(time.time() - since > STALL for _, since in seen.values()):
-            break  # a writer made no progress for STALL seconds: starved
     reached = {w: commits(w) for w in "AB"}
     with open(stop, "w"):
         pass
     outs = {w: finish(p) for w, p in procs.items()}
 
     errors = {w: [r[3] for r in o["results"] if r[3]] for w, o in outs.items()}
-    slowest = {w: round(max(o["seconds"], default=0), 2) for w, o in outs.items()}
     assert not errors["A"] and not errors["B"], f"blind appends failed: {errors}"
-    assert min(reached.values()) >= m, (
-        f"a writer starved: commits {reached}, slowest appends {slowest} s"
-    )
-    assert max(slowest.values()) < STALL, f"an append stalled while the other committed: {slowest}"
+    done = {w: len(o["results"]) for w, o in outs.items()}
+    assert min(reached.values()) >= m, f"a writer starved: commits {reached}, in all {done}"
     acknowledged = {r[0] for o in outs.values() for r in o["results"] if r[1] is not None}
     assert_holds(path, acknowledged)
 
