@@ -226,8 +226,9 @@ class DataUnchangedSince:
 
 @dataclass(frozen=True, slots=True)
 class FileAppendable:
-    """``file`` of segment ``segment_id`` still takes appends at ``start``: the segment (if
-    it exists) is STREAMING, and the file's committed length is ``start``. ``creates``: the
+    """``file`` of segment ``segment_id`` still takes appends at ``start``: the segment is
+    STREAMING (or, when the commit ``creates`` it, absent), and the file's committed length is
+    ``start``. ``creates``: the
     commit adds the segment itself, so one a concurrent commit added must be ``adoptable``
     (a STREAMING-format segment, and not for an overwrite)."""
 
@@ -241,6 +242,15 @@ class FileAppendable:
 
     def check(self, snapshot: Snapshot, read_version: int) -> None:
         seg = snapshot.segments.get(self.segment_id)
+        if seg is None and not self.creates:
+            raise SegmentNotWritableError(
+                f"segment {self.segment_id!r} of {snapshot.table_path!r} no longer exists at "
+                f"version {snapshot.version} (retired by a restore, an overwrite or a handoff, "
+                "then removed by clean)",
+                segment_id=self.segment_id,
+                read_version=read_version,
+                conflicting_version=snapshot.version,
+            )
         if seg is None:
             return
         adoptable = (

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from carbonlite._version import ENGINE
 from carbonlite.clock import elapsed_ms, now_ms
-from carbonlite.errors import CommitConflictError
+from carbonlite.errors import CommitConflictError, CorruptDataError
 from carbonlite.format import BlockletFileReader
 from carbonlite.metadata import (
     DELETION_VECTOR_FORMAT_VERSION,
@@ -632,6 +632,7 @@ class TableWriter:
         self._check_written(pending)
         if pending.writer_id is None:
             pending = replace(pending, writer_id=self.writer_id)
+        planned = snapshot
         for _ in range(_MAX_RELOCATIONS):
             try:
                 committed = commit(log, snapshot, pending, read_version=read_version)
@@ -639,7 +640,7 @@ class TableWriter:
                 return CommitResult(None, pending.operation, skipped=True), log.update(snapshot)
             except SegmentNotWritableError:
                 snapshot = log.update(snapshot)
-                pending = self.relocate(snapshot, pending)
+                pending = self.relocate(snapshot, pending, planned)
                 continue
             return CommitResult(committed.version, pending.operation, rows=rows), committed
         raise CommitConflictError(
@@ -686,9 +687,13 @@ class TableWriter:
                     f"(it has {max(size, 0)} of {a.end}); nothing was committed, append again"
                 )
 
-    def relocate(self, snapshot: Snapshot, pending: AppendCommit) -> AppendCommit:
+    def relocate(
+        self, snapshot: Snapshot, pending: AppendCommit, planned: Snapshot | None = None
+    ) -> AppendCommit:
         """``pending`` with its blocklets copied into the segments that now take appends (one
-        per partition, new ones numbered from the next free id)."""
+        per partition, new ones numbered from the next free id). A segment gone from
+        ``snapshot`` (retired, then removed by clean) has the partition ``planned``, the
+        snapshot the writer planned on, gave it."""
         groups: dict[tuple[Any, str], list[BlockletsAppended]] = {}
         schemas: dict[str, pa.Schema] = {}
         hashes: dict[tuple[Any, ...] | None, str] = {}
@@ -698,7 +703,15 @@ class TableWriter:
                 if a.segment_id in pending.content_hashes:
                     hashes[partition] = pending.content_hashes[a.segment_id]
             else:
-                partition = snapshot.segments[a.segment_id].partition
+                seg = snapshot.segments.get(a.segment_id)
+                if seg is None and planned is not None:
+                    seg = planned.segments.get(a.segment_id)
+                if seg is None:
+                    raise CorruptDataError(
+                        f"segment {a.segment_id!r}, which this writer appended to, is in "
+                        f"neither version {snapshot.version} nor the version it planned on"
+                    )
+                partition = seg.partition
             schema = self._file_schema(a.file, committed=a.start > 0)  # header committed
             key = schema.to_string()
             groups.setdefault((partition, key), []).append(a)

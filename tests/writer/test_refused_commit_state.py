@@ -116,3 +116,27 @@ def test_merge_keys_follow_a_rename_and_a_widening_of_the_key() -> None:
         {"key": 2, "v": "B"},
         {"key": 3, "v": "C"},
     ]
+
+
+def test_an_append_whose_segment_was_retired_and_cleaned_is_relocated() -> None:
+    """A's append writes into streaming segment 0; meanwhile B restores the empty table
+    (segment 0 is retired) and cleans with retention 0 (segment 0 leaves the state). The
+    requirement that A's file still takes appends passed when the segment was gone, and the
+    commit named a segment that does not exist (or, relocated, raised a bare KeyError); A's
+    blocklets must move to a segment that takes appends."""
+    b = _table()
+    b.set_properties({"log_retention": "0s"})
+    b.append(pa.table({"id": [1], "kind": ["x"], "tmp": ["t"]}, schema=SCHEMA))
+    a = cl.open_table(b.path, writer_id="a")
+
+    def retire_and_clean() -> None:
+        b.restore(1)  # before the first append: segment 0 is retired
+        b.clean(retention=0, force=True)
+        assert "0" not in b.refresh().snapshot().segments
+
+    with listening(_once_at("append.after_data", retire_and_clean)):
+        result = a.append(pa.table({"id": [2], "kind": ["y"], "tmp": ["u"]}, schema=SCHEMA))
+    assert result.version is not None
+    table = cl.open_table(b.path)
+    assert table.to_arrow(columns=["id"]).column("id").to_pylist() == [2]
+    assert table.verify().ok
