@@ -310,23 +310,10 @@ scenario the floor never moves, so pausing in a look only multiplies the orders 
 15,476 with them), and the swap is the last step of a checkpoint, already paused at
 ``checkpoint.after_document``; the generated scenarios of ``test_generated_orders.py`` pause
 at all of them, beside ``clean`` and storage faults."""
-EXHAUSTIVE_SLOW = {
-    "replayed_batch": replayed_batch,
-    "stale_writer_and_clean": stale_writer_and_clean,
-}
-NARROWED = {
-    "stale_writer_and_clean": frozenset(
-        {
-            "commit.before_put",
-            "commit.after_put",
-            "checkpoint.after_document",
-            "clean.after_plan",
-            "clean.before_log_delete",
-        }
-    )
-}
-"""Seams an exhaustive run pauses at: with every seam the stale writer racing clean has
-hundreds of thousands of orders; with these, 7,867."""
+EXHAUSTIVE_SLOW = {"replayed_batch": replayed_batch}
+"""(The stale writer racing clean had every order of five seams here, 7,867 of them; the
+generated scenarios of test_generated_orders.py, whose "log" theme is stale writers, cleans,
+checkpoints and storage faults at every seam of the history, took its place.)"""
 LARGE = {
     "replayed_batch_and_append": replayed_batch_and_append,
     "stale_writer_and_clean": stale_writer_and_clean,
@@ -357,17 +344,16 @@ def test_random_orders(name: str) -> None:
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", sorted(LARGE))
 def test_many_random_orders(name: str) -> None:
-    found = explore_random(LARGE[name], check, seeds=range(1_000, 1_300))
-    assert found.schedules == 300
+    found = explore_random(LARGE[name], check, seeds=range(1_000, 1_150))
+    assert found.schedules == 150
 
 
 @pytest.mark.slow
-# 7,867 orders: about 9 minutes on 2 loaded cores, past the default 900 s
+# every order of a replayed batch: about 20 s on 2 cores
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", sorted(EXHAUSTIVE_SLOW))
 def test_every_order_slow(name: str) -> None:
-    pause_at = NARROWED.get(name, WITHOUT_HISTORY)
-    found = explore_all(EXHAUSTIVE_SLOW[name], check, limit=30_000, pause_at=pause_at)
+    found = explore_all(EXHAUSTIVE_SLOW[name], check, limit=30_000, pause_at=WITHOUT_HISTORY)
     assert found.exhaustive, f"{name}: more than 30,000 orders"
 
 

@@ -66,9 +66,9 @@ def _count_races() -> None:
             _lost[0] += 1
         return won
 
-    def relocate(self: TableWriter, snapshot: Any, pending: Any) -> Any:
+    def relocate(self: TableWriter, snapshot: Any, pending: Any, *rest: Any) -> Any:
         _relocated[0] += 1
-        return real_relocate(self, snapshot, pending)
+        return real_relocate(self, snapshot, pending, *rest)
 
     Log.try_write = try_write  # type: ignore[method-assign]
     TableWriter.relocate = relocate  # type: ignore[method-assign]
