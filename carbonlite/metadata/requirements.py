@@ -228,9 +228,8 @@ class DataUnchangedSince:
 class FileAppendable:
     """``file`` of segment ``segment_id`` still takes appends at ``start``: the segment is
     STREAMING (or, when the commit ``creates`` it, absent), and the file's committed length is
-    ``start``. ``creates``: the
-    commit adds the segment itself, so one a concurrent commit added must be ``adoptable``
-    (a STREAMING-format segment, and not for an overwrite)."""
+    ``start``. ``creates``: the commit adds the segment itself, so one a concurrent commit
+    added must be ``adoptable`` (a STREAMING-format segment, and not for an overwrite)."""
 
     segment_id: str
     file: str

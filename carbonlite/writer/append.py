@@ -688,7 +688,7 @@ class TableWriter:
                 )
 
     def relocate(
-        self, snapshot: Snapshot, pending: AppendCommit, planned: Snapshot | None = None
+        self, snapshot: Snapshot, pending: AppendCommit, planned: Snapshot
     ) -> AppendCommit:
         """``pending`` with its blocklets copied into the segments that now take appends (one
         per partition, new ones numbered from the next free id). A segment gone from
@@ -703,9 +703,7 @@ class TableWriter:
                 if a.segment_id in pending.content_hashes:
                     hashes[partition] = pending.content_hashes[a.segment_id]
             else:
-                seg = snapshot.segments.get(a.segment_id)
-                if seg is None and planned is not None:
-                    seg = planned.segments.get(a.segment_id)
+                seg = snapshot.segments.get(a.segment_id) or planned.segments.get(a.segment_id)
                 if seg is None:
                     raise CorruptDataError(
                         f"segment {a.segment_id!r}, which this writer appended to, is in "
