@@ -1,4 +1,4 @@
-"""The regression guard of ``bench_limits.py``: which figures fell below their bar.
+"""The bars a hand run of ``bench_limits.py`` reports against: which figures fell below them.
 
     from limits_guard import below_guard
     failing = below_guard(json.loads(Path("benchmarks/results/limits.json").read_text()))
