@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -57,6 +58,7 @@ def test_flink_job_and_ingester_killed_every_row_once(tmp_path: Path) -> None:
     out, checkpoints, table = tmp_path / "flink-out", tmp_path / "checkpoints", tmp_path / "t"
     out.mkdir()
     checkpoints.mkdir()
+    flink_temp = tmp_path / "flink-tmp"
     cl.create_table(table, SCHEMA)
     ingest = [sys.executable, "-m", "carbonlite", "ingest", "files", str(table)]
     ingest += ["--source", str(out), "--format", "json", "--max-latency", "200ms"]
@@ -64,7 +66,7 @@ def test_flink_job_and_ingester_killed_every_row_once(tmp_path: Path) -> None:
     def job(restore_from: Path | None) -> ProcessGroup:
         restore = [f"file://{restore_from}"] if restore_from else []
         command = [str(python), str(script), str(out), str(checkpoints), str(ROWS), *restore]
-        return ProcessGroup(command, tmp_path / "flink.log")
+        return ProcessGroup(command, tmp_path / "flink.log", temp=flink_temp)
 
     restore_from = None
     ingester = ProcessGroup(ingest, tmp_path / "ingest.log")
@@ -99,6 +101,9 @@ def test_flink_job_and_ingester_killed_every_row_once(tmp_path: Path) -> None:
         {"id": 17, "name": "event-17", "ts": datetime(2026, 11, 26, 10, 0, 17, tzinfo=timezone.utc)}
     ]
     assert t.verify().ok
+    # every temporary file of the killed runs went to the test's own directory, and goes
+    assert any(p.name.startswith("flink-") for p in flink_temp.iterdir()), "Flink's temp moved"
+    shutil.rmtree(flink_temp)
 
 
 def wait_mid_way(

@@ -77,11 +77,20 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> Non
 class ProcessGroup:
     """A command started in a session of its own, so one SIGKILL to its process group takes
     every process it started (a PyFlink driver's JVM and Python workers too). Output goes to
-    ``log``."""
+    ``log``. With ``temp``, its temporary files go there, Python's (``TMPDIR``) and every
+    JVM's it starts (``java.io.tmpdir``: Flink's dist cache, RPC jar, io and shuffle
+    directories), not into the machine's ``/tmp``, where a killed job would leave them."""
 
-    def __init__(self, command: Sequence[str | os.PathLike[str]], log: Path) -> None:
+    def __init__(
+        self, command: Sequence[str | os.PathLike[str]], log: Path, temp: Path | None = None
+    ) -> None:
         self.command = [os.fspath(part) for part in command]
         self.log = log
+        env = None
+        if temp is not None:
+            temp.mkdir(parents=True, exist_ok=True)
+            java_options = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} -Djava.io.tmpdir={temp}"
+            env = {**os.environ, "TMPDIR": str(temp), "JAVA_TOOL_OPTIONS": java_options.strip()}
         with open(log, "ab") as sink:
             self.proc = subprocess.Popen(
                 self.command,
@@ -90,6 +99,7 @@ class ProcessGroup:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 cwd=REPO,
+                env=env,
             )
 
     @property
