@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORD = Path(__file__).resolve().parent / "results" / "work-counts.json"
 PATHS = (
     "bulk_append",
+    "open",
     "full_scan",
     "range_after_handoff",
     "commit",
@@ -287,6 +288,25 @@ def path_bulk_append(run: Run) -> None:
     run.measure(op, 2)
 
 
+def path_open(run: Run) -> None:
+    """``open_table`` of a table of 30 small commits (its log read from the newest
+    checkpoint on: the log files read on open)."""
+    import carbonlite as cl
+
+    data = _events(3_000)
+    path = run.scratch / "opened"
+    table = cl.create_table(path, data.schema, sort_columns=["ts"])
+    for first in range(0, data.num_rows, 100):
+        table.append(data.slice(first, 100))
+    table.close()
+
+    def op(i: int) -> None:
+        if cl.open_table(path).snapshot().version != 30:
+            raise RuntimeError("open_table did not reach the latest version")
+
+    run.measure(op, 5)
+
+
 def path_full_scan(run: Run) -> None:
     import carbonlite as cl
 
@@ -498,15 +518,46 @@ def departures(name: str, got: dict[str, float], recorded: dict[str, float]) -> 
     return lines
 
 
+OPERATIONS = {
+    "bulk_append": "one append of 100,000 rows to a new table",
+    "open": "`open_table` after 30 small commits",
+    "full_scan": "open + `to_arrow()` of 200,000 rows",
+    "range_after_handoff": "a 1% `ts` range after handoff, 200,000 rows",
+    "commit": "an append of 1,000 rows",
+    "small_appends": "an append of 100 rows",
+    "flight_puts": "one put of 100 rows, flushed by 20",
+    "flight_doget": "GetFlightInfo + every DoGet, 200,000 rows handed off",
+    "republish": "`publish` with 1 of 50 partitions changed",
+}
+"""What one operation of each path is, for the markdown table."""
+
+
+def markdown(recorded: dict[str, Any]) -> str:
+    """The recorded counts as the table of docs/BENCHMARKS.md."""
+    lines = [
+        "| path (operation) | " + " | ".join(m.replace("_", " ") for m in METRICS) + " |",
+        "|---|" + "---:|" * len(METRICS),
+    ]
+    for name in PATHS:
+        counts = recorded["paths"][name]
+        cells = [f"{counts[m]:,.2f}".rstrip("0").rstrip(".") for m in METRICS]
+        lines.append(f"| `{name}` ({OPERATIONS[name]}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="comma-separated paths: " + ",".join(PATHS))
     parser.add_argument("--record", action="store_true", help=f"rewrite {RECORD.name}")
     parser.add_argument("--output", type=Path, help="write the counts here as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print the record as a table")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(count_path(args.child)))
+        return
+    if args.markdown:
+        print(markdown(json.loads(RECORD.read_text())))
         return
     names = args.only.split(",") if args.only else list(PATHS)
     unknown = sorted(set(names) - set(PATHS))
