@@ -41,6 +41,7 @@ from carbonlite.compaction.run import (
 from carbonlite.compaction.verify import VerifyResult, verify
 from carbonlite.errors import (
     InvalidOptionError,
+    StaleSchemaError,
     VersionNotFoundError,
 )
 from carbonlite.metadata import (
@@ -423,20 +424,26 @@ class Table:
         if keys:  # an overwrite of a primary-key table keeps the last row of each key
             data = keyed_rows(data, self.schema, keys, repr(self.path), self._snapshot.metadata)
         with self._writer.lock:
+            shown = self._snapshot
             self.refresh()
             before = self._snapshot
-            result, self._snapshot = self._writer.write(
-                self.log,
-                self._snapshot,
-                data,
-                txn=txn,
-                overwrite=overwrite,
-                operation=operation,
-                merge_schema=merge,
-                overwrite_partitions=overwrite_partitions,
-                progress=progress,
-                states=states,
-            )
+            try:
+                result, self._snapshot = self._writer.write(
+                    self.log,
+                    self._snapshot,
+                    data,
+                    txn=txn,
+                    overwrite=overwrite,
+                    operation=operation,
+                    merge_schema=merge,
+                    overwrite_partitions=overwrite_partitions,
+                    progress=progress,
+                    states=states,
+                    shown=shown.metadata,
+                )
+            except StaleSchemaError:
+                self._snapshot = shown  # it still shows what the data was named after
+                raise
         if result.version is not None:
             self._after_data_commit(before)
         return result
