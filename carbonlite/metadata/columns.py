@@ -45,7 +45,6 @@ __all__ = [
     "moved_columns",
     "physical_schema",
     "physical_to_logical",
-    "present_names",
     "retired_names",
     "with_column_ids",
 ]
@@ -487,29 +486,6 @@ def moved_columns(names: Sequence[str], shown: Any, now: Any) -> list[str]:
         else:
             line = f"column {n!r} was renamed to {column.name!r}{_at(column.version)}"
         out.append(line)
-    return out
-
-
-def present_names(names: Sequence[str], metadata: Any) -> dict[str, str | None]:
-    """For each of ``names`` the table lacks but had: the column's present name (it was
-    renamed since), or None (it was dropped). Names the table has, or never had, are left
-    out. By name only: rows that carry no column ids (a write-ahead log's) are matched to the
-    column that last had the name."""
-    present = set(metadata.schema.names)
-    renamed = {
-        old: f.name
-        for f, c in zip(metadata.schema, metadata.columns, strict=False)
-        for old in c.former_names
-    }
-    dropped = {d.name for d in metadata.dropped}
-    out: dict[str, str | None] = {}
-    for n in names:
-        if n in present:
-            continue
-        if n in renamed:
-            out[n] = renamed[n]
-        elif n in dropped:
-            out[n] = None
     return out
 
 
