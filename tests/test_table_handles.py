@@ -149,3 +149,34 @@ def test_a_stale_handle_is_refused_after_its_columns_moved(
     fresh = {n: [2] if n == "id" else [f"NEW-{n.upper()}"] for n in b.schema.names}
     WRITES[write](b, pa.table(fresh, schema=b.schema))
     assert b.to_arrow().to_pylist() == [{n: v[0] for n, v in fresh.items()}]
+
+
+@pytest.mark.parametrize("change", ["drop-and-add-again", "swap-by-renames"])
+def test_a_stale_handle_of_a_primary_key_table_is_refused_too(tmp_path: Path, change: str) -> None:
+    """An append to a primary-key table is an upsert: the same rule, checked on the version
+    it plans on."""
+    a = cl.create_table(tmp_path / "t", COLUMNS, primary_key=["id"])
+    b = cl.open_table(a.path)
+    CHANGED[change][0](a)
+    with pytest.raises(StaleSchemaError, match=CHANGED[change][1]):
+        b.append(pa.table(ROW, schema=COLUMNS))
+    assert b.version == 0 and a.refresh().count_rows() == 0
+
+
+def test_columns_as_of_names_the_snapshot_the_rows_were_made_for(tmp_path: Path) -> None:
+    """A writer sharing its Table object (another thread refreshes it meanwhile) says which
+    snapshot its rows name columns of."""
+    t = cl.create_table(tmp_path / "t", COLUMNS)
+    made_for = t.snapshot()
+    _drop_and_add_again(cl.open_table(t.path))
+    t.refresh()  # as another thread sharing ``t`` would
+    rows = pa.table(ROW, schema=COLUMNS)
+    with pytest.raises(StaleSchemaError, match="column 'a' was dropped at version 1"):
+        t.append(rows, columns_as_of=made_for)
+    assert t.count_rows() == 0
+    t.append(rows.select(["id", "b", "a"]), columns_as_of=t.snapshot())  # the present 'a'
+    assert t.to_arrow().to_pylist() == [{"id": 1, "b": "OLD-B", "a": "OLD-A"}]
+    other = cl.create_table(tmp_path / "other", COLUMNS)
+    for wrong in (other.snapshot(), "version 0"):
+        with pytest.raises(cl.InvalidOptionError, match="columns_as_of must be a snapshot of"):
+            t.append(rows.select(["id", "b", "a"]), columns_as_of=wrong)  # type: ignore[arg-type]

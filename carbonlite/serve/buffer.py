@@ -2,9 +2,9 @@
 commit.
 
 A put is ``(table, producer_id, sequence)`` and its rows, already conformed to the table's
-schema, with the ids of their columns. Once its write-ahead-log record is durable it goes into its table's buffer, where
-``DoGet`` reads it at once; the flusher commits a table's pending puts together, with each
-producer's marker (its last sequence) in the same version.
+schema, with the ids of their columns. Once its write-ahead-log record is durable it goes
+into its table's buffer, where ``DoGet`` reads it at once; the flusher commits a table's
+pending puts together, with each producer's marker (its last sequence) in the same version.
 
 Which puts a reader takes from memory follows from the version it planned on, with no lock:
 a put is in version ``v`` exactly when ``v``'s marker of its producer is at or past its
@@ -339,9 +339,9 @@ class Buffer:
 
         ``rows``, if given, are the puts' rows one after the other, in the order of ``puts``
         (what the commit wrote, in one chunk per column), and ``column_ids`` the ids of its
-        columns: the puts kept for readers read theirs as slices of it and let their own go. Each put received holds its rows in
-        buffers of its own plus some kilobytes of Arrow objects; one block per commit holds
-        them in a few large buffers."""
+        columns: the puts kept for readers read theirs as slices of it and let their own go.
+        Each put received holds its rows in buffers of its own plus some kilobytes of Arrow
+        objects; one block per commit holds them in a few large buffers."""
         now = time.monotonic()
         done = {id(p) for p in puts}
         at: dict[int, int] = {}

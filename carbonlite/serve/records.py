@@ -36,6 +36,7 @@ from carbonlite.serve.wire import (
     int64_rule,
     load_object,
     producer_id_rule,
+    quote,
 )
 
 __all__ = [
@@ -258,6 +259,6 @@ def decode_put(payload: bytes, where: str) -> tuple[PutRequest, pa.Table, tuple[
     ):
         raise CorruptDataError(
             f"{where}: a put record's column_ids are not one id (a positive integer) per "
-            f"column of its {rows.num_columns}: {ids!r}"[:500]
+            f"column of its {rows.num_columns}: {quote(ids)}"
         )
     return request, rows, tuple(ids)

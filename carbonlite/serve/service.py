@@ -314,12 +314,14 @@ class FlightService(flight.FlightServerBase):
                     return
                 continue
             progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
-            metadata = table.snapshot().metadata
+            # other threads may refresh ``table`` (shared): the rows name ``snap``'s columns
+            snap = table.snapshot()
+            metadata = snap.metadata
             held = [held_rows(p.rows, p.column_ids, metadata, _named(p)) for p in puts]
             rows = pa.concat_tables(held).combine_chunks()
             reach("serve.before_flush_commit")
-            try:  # refused if a column of ``metadata`` was renamed or dropped since
-                result = table.append(rows, markers=progress)
+            try:  # refused if a column of ``snap`` was renamed or dropped since
+                result = table.append(rows, markers=progress, columns_as_of=snap)
             except (TxnMovedError, StaleSchemaError):
                 continue  # a marker or a column moved meanwhile: look again
             if result.version is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +28,7 @@ from carbonlite.reader.changes import reserved_name_problems
 __all__ = [
     "TableData",
     "check_complete",
+    "check_not_moved",
     "conformed_batches",
     "iter_record_batches",
     "merged_schema",
@@ -182,7 +183,7 @@ def conformed_batches(
     checked: list[str] | None = None
     for batch in iter_record_batches(data, schema=schema):
         if shown is not None and batch.schema.names != checked:
-            _check_not_moved(batch.schema.names, shown, metadata, where)
+            check_not_moved(batch.schema.names, shown, metadata, where)
             checked = batch.schema.names
         if defaults:
             batch = _with_defaults(batch, schema, defaults)
@@ -206,8 +207,10 @@ def conformed_batches(
         yield conformed
 
 
-def _check_not_moved(names: list[str], shown: Any, metadata: Any, where: str) -> None:
-    """Refuse data naming columns of ``shown`` that were renamed or dropped since."""
+def check_not_moved(names: Sequence[str], shown: Any, metadata: Any, where: str) -> None:
+    """Refuse data whose columns ``names`` name columns of ``shown`` (table metadata a
+    ``Table`` object showed) that were renamed or dropped since, in ``metadata``
+    (:class:`StaleSchemaError`)."""
     moved = moved_columns(names, shown, metadata)
     if moved:
         raise StaleSchemaError(

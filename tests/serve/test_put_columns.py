@@ -114,10 +114,16 @@ def test_an_acknowledged_put_keeps_its_columns_across_a_sigkill_and_the_replay(
     assert table.refresh().to_arrow().to_pylist() == [want]
 
 
-def test_a_column_dropped_and_added_again_while_a_flush_commits(tmp_path: Path) -> None:
+@pytest.mark.parametrize("refreshed", [False, True], ids=["alone", "handle-refreshed"])
+def test_a_column_dropped_and_added_again_while_a_flush_commits(
+    tmp_path: Path, refreshed: bool
+) -> None:
     """The change lands between the flush's conform (its rows in the schema of that moment)
     and its commit (``serve.before_flush_commit``): the table's append refuses rows whose
-    columns moved since they were conformed, and the flush conforms them again by id."""
+    columns moved since they were conformed, and the flush conforms them again by id. With
+    ``refreshed``, a put or a read of another thread also refreshed the table object the
+    service shares (the catalog's) in between: the append still knows what the rows were
+    conformed to."""
     cl.create_table(tmp_path / "t", SCHEMA)
     other = cl.open_table(tmp_path / "t")
     service = FlightService(str(tmp_path), port=0, flush_interval=3600, flush_rows=10**9)
@@ -130,6 +136,8 @@ def test_a_column_dropped_and_added_again_while_a_flush_commits(tmp_path: Path) 
             if name == "serve.before_flush_commit" and not reached:
                 reached.append(name)
                 _drop_and_add_again(other)
+                if refreshed:
+                    assert service.catalog.table("t") is table  # the one the flush uses
 
         with listening(change_once):
             service.flush_all()
