@@ -576,23 +576,23 @@ class FlightService(flight.FlightServerBase):
         return self._remember(t.table, plan, t.columns, filter)
 
     def _memory_rows(self, t: Ticket) -> flight.FlightDataStream:
-        table = self.catalog.table(t.table, refresh=False)
+        # one snapshot for names, filter and where the rows go (other threads refresh the table)
+        snap = self.catalog.table(t.table, refresh=False).snapshot()
         if t.markers is None or t.instance is None:
             raise BadRequestError(
                 f"this memory ticket of {t.table!r} lacks what it was planned on (made by an "
                 "older release?): call GetFlightInfo again"
             )
-        columns = t.columns if t.columns is not None else table.schema.names
-        unknown = [c for c in columns if c not in table.schema.names]
+        columns = t.columns if t.columns is not None else snap.schema.names
+        unknown = [c for c in columns if c not in snap.schema.names]
         if unknown:
             raise BadRequestError(f"table {t.table!r} has no column(s) {quote(unknown)}")
-        parsed = parse_filter(dnf_filter(t.filter), table.schema, where=repr(t.table))
+        parsed = parse_filter(dnf_filter(t.filter), snap.schema, where=repr(t.table))
         puts = self.buffer.puts_after(t.table, t.markers, Mark(t.instance, t.commits))
-        schema = pa.schema([table.schema.field(c) for c in columns])
-        metadata = table.snapshot().metadata
+        schema = pa.schema([snap.schema.field(c) for c in columns])
         out = []
         for put in puts:
-            rows = held_rows(put.rows, put.column_ids, metadata, _named(put))
+            rows = held_rows(put.rows, put.column_ids, snap.metadata, _named(put))
             if parsed is not None:
                 rows = rows.filter(parsed.expression)
             out.append(rows.select(columns))
