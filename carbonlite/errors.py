@@ -22,6 +22,7 @@ __all__ = [
     "RowsChangedError",
     "SchemaChangedError",
     "SchemaMismatchError",
+    "StaleSchemaError",
     "StorageError",
     "TableExistsError",
     "TableIdMismatchError",
@@ -62,6 +63,12 @@ class SchemaMismatchError(CarbonLiteError):
         if self.differences:
             message = message + "\n  " + "\n  ".join(self.differences)
         super().__init__(message)
+
+
+class StaleSchemaError(SchemaMismatchError):
+    """Data names a column as a ``Table`` object showed it, and that column was renamed or
+    dropped since (another column may have its name now): nothing is written, and the object
+    still shows what it showed; ``refresh()`` it to write to the present columns."""
 
 
 class SchemaChangedError(CarbonLiteError):

@@ -41,6 +41,7 @@ from carbonlite.compaction.run import (
 from carbonlite.compaction.verify import VerifyResult, verify
 from carbonlite.errors import (
     InvalidOptionError,
+    StaleSchemaError,
     VersionNotFoundError,
 )
 from carbonlite.metadata import (
@@ -72,7 +73,7 @@ from carbonlite.records import (
 )
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, StatesArg, TableWriter
-from carbonlite.writer.batches import TableData, iter_record_batches
+from carbonlite.writer.batches import TableData, check_not_moved, iter_record_batches
 from carbonlite.writer.build_index import IndexBuildResult, IndexKind, build_index
 from carbonlite.writer.modify import (
     MatchedAction,
@@ -270,6 +271,7 @@ class Table:
         schema_mode: SchemaMode = "strict",
         markers: Mapping[str, tuple[int | None, int]] | None = None,
         state: StateArg = None,
+        columns_as_of: Snapshot | None = None,
     ) -> CommitResult:
         """Append ``data`` (Arrow data, a pandas or Polars DataFrame, any object with
         ``__arrow_c_stream__``) as one atomic commit.
@@ -297,6 +299,14 @@ class Table:
         the same version as the rows, read back with :meth:`state` (as :meth:`publish`'s);
         or a callable returning them, called once the rows are written (a writer that streams
         ``data`` and records what it held: the file ingester records the files it read).
+
+        ``data`` names columns as this object shows them, at the version it loaded: a column
+        of that version renamed or dropped since is refused with :class:`StaleSchemaError`
+        (a :class:`SchemaMismatchError`), also when another column has its name now, and
+        this object keeps the version it showed (``refresh()`` it to write to the present
+        columns). ``columns_as_of``: a snapshot of this table (from :meth:`snapshot`) whose
+        columns ``data`` names instead, for a writer that shares this object with threads
+        that may refresh it while it prepares the rows (the Flight service).
         """
         return self._write(
             data,
@@ -305,6 +315,7 @@ class Table:
             schema_mode=schema_mode,
             progress=markers_arg(markers) or None,
             state=state,
+            shown=columns_as_of,
         )
 
     def overwrite(
@@ -406,12 +417,21 @@ class Table:
         overwrite_partitions: Literal["dynamic"] | None = None,
         progress: Mapping[str, tuple[int | None, int]] | None = None,
         state: StateArg = None,
+        shown: Snapshot | None = None,
     ) -> CommitResult:
         """Append or overwrite; ``progress``: transaction markers moved by compare-and-set in
         the same version (an ingester's offsets, ``AppendCommit.progress``); ``state``: state
-        tables stored in it (:meth:`append`)."""
+        tables stored in it (:meth:`append`); ``shown``: the snapshot whose columns ``data``
+        names (by default the loaded one: :meth:`append`'s ``columns_as_of``)."""
         states = self._states(state)
         merge = schema_mode_arg(schema_mode) == "merge"
+        if shown is not None and (
+            not isinstance(shown, Snapshot) or shown.metadata.table_id != self.table_id
+        ):
+            raise InvalidOptionError(
+                f"columns_as_of must be a snapshot of {self.path!r} (from its snapshot()), "
+                f"not {type(shown).__name__}"
+            )
         keys = self._snapshot.metadata.primary_key  # fixed when the table was created
         if keys and merge:
             raise InvalidOptionError(
@@ -419,24 +439,31 @@ class Table:
                 "add the new columns with add_columns first, then append"
             )
         if keys and not overwrite:
-            return self._upsert(data, txn, progress, states)
+            return self._upsert(data, txn, progress, states, shown)
         if keys:  # an overwrite of a primary-key table keeps the last row of each key
             data = keyed_rows(data, self.schema, keys, repr(self.path), self._snapshot.metadata)
         with self._writer.lock:
+            loaded = self._snapshot
+            shown = loaded if shown is None else shown
             self.refresh()
             before = self._snapshot
-            result, self._snapshot = self._writer.write(
-                self.log,
-                self._snapshot,
-                data,
-                txn=txn,
-                overwrite=overwrite,
-                operation=operation,
-                merge_schema=merge,
-                overwrite_partitions=overwrite_partitions,
-                progress=progress,
-                states=states,
-            )
+            try:
+                result, self._snapshot = self._writer.write(
+                    self.log,
+                    self._snapshot,
+                    data,
+                    txn=txn,
+                    overwrite=overwrite,
+                    operation=operation,
+                    merge_schema=merge,
+                    overwrite_partitions=overwrite_partitions,
+                    progress=progress,
+                    states=states,
+                    shown=shown.metadata,
+                )
+            except StaleSchemaError:
+                self._snapshot = loaded  # it still shows what it showed
+                raise
         if result.version is not None:
             self._after_data_commit(before)
         return result
@@ -466,24 +493,32 @@ class Table:
         txn: TxnMarker | None,
         progress: Mapping[str, tuple[int | None, int]] | None = None,
         states: StatesArg = (),
+        shown: Snapshot | None = None,
     ) -> CommitResult:
         """An append to a primary-key table: the last row of each key of ``data`` replaces
-        the table's row of that key, or is inserted."""
+        the table's row of that key, or is inserted. ``shown``: as :meth:`_write` takes it."""
         # read once (a retry plans again on them); a named pandas index the table has is data
         batches = list(iter_record_batches(data, schema=self.schema))
+        names = list(dict.fromkeys(n for b in batches for n in b.schema.names))
+        named_as = (self._snapshot if shown is None else shown).metadata
+
+        def plan(snap: Snapshot, reader: SplitReader) -> RowChangePlan:
+            check_not_moved(names, named_as, snap.metadata, repr(self.path))
+            return plan_upsert(reader, snap, batches, repr(self.path), self._key_cache)
+
         try:
-            plan, version = self._change_rows(
+            plan_done, version = self._change_rows(
                 "UPSERT",
-                lambda snap, reader: plan_upsert(
-                    reader, snap, batches, repr(self.path), self._key_cache
-                ),
+                plan,
                 txn,
                 progress,
                 states,
             )
         except _TxnSkipped:
             return CommitResult(None, "UPSERT", skipped=True)
-        return CommitResult(version, "UPSERT", rows=plan.rows_updated + plan.rows_inserted)
+        return CommitResult(
+            version, "UPSERT", rows=plan_done.rows_updated + plan_done.rows_inserted
+        )
 
     def delete(self, filter: FilterLike) -> CommitResult:
         """Delete the rows ``filter`` keeps (any form :meth:`scan` takes; None deletes every

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 import carbonlite as cl
+from carbonlite.errors import StaleSchemaError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string())])
 UTC = datetime.timezone.utc
@@ -84,3 +85,98 @@ def test_writes_move_the_handle_that_writes(handles: tuple[cl.Table, cl.Table]) 
     b.append(pa.table({"id": [3], "region": ["eu"]}, schema=SCHEMA))
     assert b.version == 3 and b.to_arrow().num_rows == 3
     assert a.version == 2 and a.to_arrow().num_rows == 2  # a read nothing since
+
+
+# --- issue 38 §2: a handle writes to the columns it shows -----------------------------------
+
+COLUMNS = pa.schema([("id", pa.int64()), ("a", pa.string()), ("b", pa.string())])
+ROW = {"id": [1], "a": ["OLD-A"], "b": ["OLD-B"]}
+
+
+def _drop_and_add_again(t: cl.Table) -> None:
+    t.drop_columns(["a"])
+    t.add_columns(pa.field("a", pa.string()))
+
+
+def _swap_by_renames(t: cl.Table) -> None:
+    t.rename_column("a", "tmp")
+    t.rename_column("b", "a")
+    t.rename_column("tmp", "b")
+
+
+CHANGED: dict[str, tuple[Callable[[cl.Table], Any], str]] = {
+    "drop-and-add-again": (
+        _drop_and_add_again,
+        r"column 'a' was dropped at version 1; the table's 'a' is another column now "
+        r"\(since version 2\)",
+    ),
+    "swap-by-renames": (
+        _swap_by_renames,
+        r"column 'a' was renamed to 'b' at version 3\n  column 'b' was renamed to 'a' at version 2",
+    ),
+    "rename": (lambda t: t.rename_column("a", "c"), r"column 'a' was renamed to 'c' at version 1"),
+}
+WRITES: dict[str, Callable[[cl.Table, pa.Table], Any]] = {
+    "append": lambda t, rows: t.append(rows),
+    "overwrite": lambda t, rows: t.overwrite(rows),
+    "append-merge": lambda t, rows: t.append(rows, schema_mode="merge"),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+@pytest.mark.parametrize("change", list(CHANGED))
+def test_a_stale_handle_is_refused_after_its_columns_moved(
+    tmp_path: Path, change: str, write: str
+) -> None:
+    """``b`` shows version 0; another handle then drops 'a' and adds a new 'a', or swaps 'a'
+    and 'b' by renames, or renames 'a'. ``b``'s rows, named as it shows its columns, are
+    refused naming the change, nothing is written and ``b`` still shows version 0 (a retry
+    is refused again); once refreshed, the names mean the present columns."""
+    a = cl.create_table(tmp_path / "t", COLUMNS)
+    b = cl.open_table(a.path)
+    apply, message = CHANGED[change]
+    apply(a)
+    latest = a.version
+    with pytest.raises(cl.SchemaMismatchError, match=message) as refused:
+        WRITES[write](b, pa.table(ROW, schema=COLUMNS))
+    assert isinstance(refused.value, StaleSchemaError)
+    assert "refresh()" in str(refused.value)
+    assert b.version == 0 and b.schema == COLUMNS  # it still shows what it showed
+    with pytest.raises(StaleSchemaError):
+        WRITES[write](b, pa.table(ROW, schema=COLUMNS))
+    assert a.refresh().version == latest and a.count_rows() == 0  # nothing was written
+    b.refresh()
+    fresh = {n: [2] if n == "id" else [f"NEW-{n.upper()}"] for n in b.schema.names}
+    WRITES[write](b, pa.table(fresh, schema=b.schema))
+    assert b.to_arrow().to_pylist() == [{n: v[0] for n, v in fresh.items()}]
+
+
+@pytest.mark.parametrize("change", ["drop-and-add-again", "swap-by-renames"])
+def test_a_stale_handle_of_a_primary_key_table_is_refused_too(tmp_path: Path, change: str) -> None:
+    """An append to a primary-key table is an upsert: the same rule, checked on the version
+    it plans on."""
+    a = cl.create_table(tmp_path / "t", COLUMNS, primary_key=["id"])
+    b = cl.open_table(a.path)
+    CHANGED[change][0](a)
+    with pytest.raises(StaleSchemaError, match=CHANGED[change][1]):
+        b.append(pa.table(ROW, schema=COLUMNS))
+    assert b.version == 0 and a.refresh().count_rows() == 0
+
+
+def test_columns_as_of_names_the_snapshot_the_rows_were_made_for(tmp_path: Path) -> None:
+    """A writer sharing its Table object (another thread refreshes it meanwhile) says which
+    snapshot its rows name columns of."""
+    t = cl.create_table(tmp_path / "t", COLUMNS)
+    made_for = t.snapshot()
+    _drop_and_add_again(cl.open_table(t.path))
+    t.refresh()  # as another thread sharing ``t`` would
+    rows = pa.table(ROW, schema=COLUMNS)
+    with pytest.raises(StaleSchemaError, match="column 'a' was dropped at version 1"):
+        t.append(rows, columns_as_of=made_for)
+    assert t.count_rows() == 0
+    t.append(rows.select(["id", "b", "a"]), columns_as_of=t.snapshot())  # the present 'a'
+    assert t.to_arrow().to_pylist() == [{"id": 1, "b": "OLD-B", "a": "OLD-A"}]
+    other = cl.create_table(tmp_path / "other", COLUMNS)
+    for wrong in (other.snapshot(), "version 0"):
+        with pytest.raises(cl.InvalidOptionError, match="columns_as_of must be a snapshot of"):
+            t.append(rows.select(["id", "b", "a"]), columns_as_of=wrong)  # type: ignore[arg-type]

@@ -36,12 +36,15 @@ __all__ = [
     "IDENTITY",
     "ColumnLayout",
     "ColumnMapping",
+    "ColumnNow",
     "DroppedColumn",
+    "column_ids",
+    "columns_now",
     "fresh_physical_name",
     "layout_of",
+    "moved_columns",
     "physical_schema",
     "physical_to_logical",
-    "present_names",
     "retired_names",
     "with_column_ids",
 ]
@@ -425,26 +428,64 @@ def former_name_problems(names: Sequence[str], metadata: Any) -> list[str]:
     return out
 
 
-def present_names(names: Sequence[str], metadata: Any) -> dict[str, str | None]:
-    """For each of ``names`` the table lacks but had: the column's present name (it was
-    renamed since), or None (it was dropped). Names the table has, or never had, are left
-    out. By name only: rows that carry no column ids (a write-ahead log's) are matched to the
-    column that last had the name."""
-    present = set(metadata.schema.names)
-    renamed = {
-        old: f.name
-        for f, c in zip(metadata.schema, metadata.columns, strict=False)
-        for old in c.former_names
-    }
-    dropped = {d.name for d in metadata.dropped}
-    out: dict[str, str | None] = {}
-    for n in names:
-        if n in present:
+def column_ids(metadata: Any) -> tuple[int, ...]:
+    """The id of each column of the schema, in schema order. A table without ids (format 5
+    and older) has the ids it will get (:func:`with_column_ids`: 1, 2, ... in schema order;
+    until then columns are only ever added at the end, so these never change)."""
+    columns: Sequence[ColumnMapping] = metadata.columns
+    if columns:
+        return tuple(c.id for c in columns)
+    return tuple(range(1, len(metadata.schema) + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnNow:
+    """What became of a column, known by its id: its present name (None: dropped) and the
+    version of the change (its rename or drop; None: none, or unknown)."""
+
+    name: str | None
+    version: int | None = None
+
+
+def columns_now(ids: Sequence[int], metadata: Any) -> list[ColumnNow | None]:
+    """For each column id: what became of the column in ``metadata`` (None: an id the table
+    never gave, so the rows were taken for another table of the same path)."""
+    present: dict[int, ColumnNow] = {}
+    for f, i, c in zip(metadata.schema, column_ids(metadata), _mappings(metadata), strict=True):
+        present[i] = ColumnNow(f.name, c.since if c is not None and c.former_names else None)
+    gone = {d.id: ColumnNow(None, d.version) for d in metadata.dropped}
+    return [present.get(i) or gone.get(i) for i in ids]
+
+
+def _mappings(metadata: Any) -> Sequence[ColumnMapping | None]:
+    columns: Sequence[ColumnMapping] = metadata.columns
+    return columns if columns else [None] * len(metadata.schema)
+
+
+def moved_columns(names: Sequence[str], shown: Any, now: Any) -> list[str]:
+    """For each of ``names`` that is a column of ``shown`` (the metadata a writer saw when it
+    named its columns): the rename or drop of that very column (by id) since, in ``now``,
+    one line each; a name another column holds now says so too. Names ``shown`` lacks, and
+    columns only widened or added since, are fine."""
+    if shown is now or (shown.schema.equals(now.schema) and shown.columns == now.columns):
+        return []
+    then = dict(zip(shown.schema.names, column_ids(shown), strict=True))
+    named = [n for n in dict.fromkeys(names) if n in then]
+    since = {f.name: c.since for f, c in zip(now.schema, now.columns, strict=False)}
+    out = []
+    for n, column in zip(named, columns_now([then[n] for n in named], now), strict=True):
+        if column is not None and column.name == n:
             continue
-        if n in renamed:
-            out[n] = renamed[n]
-        elif n in dropped:
-            out[n] = None
+        if column is None or column.name is None:
+            line = f"column {n!r} was dropped{_at(column.version if column else None)}"
+            if n in now.schema.names:
+                at = since.get(n)
+                line += f"; the table's {n!r} is another column now" + (
+                    f" (since version {at})" if at is not None and at >= 0 else ""
+                )
+        else:
+            line = f"column {n!r} was renamed to {column.name!r}{_at(column.version)}"
+        out.append(line)
     return out
 
 

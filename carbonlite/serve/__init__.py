@@ -4,6 +4,7 @@
 - ``catalog.py``: table names under the root, and every access checked so none escapes it.
 - ``wire.py``: the limits and schema checks of the JSON clients send.
 - ``records.py``: the JSON clients send, the service's tickets, and its log records.
+- ``conform.py``: a put's rows in the table's columns, by name when taken, by column id after.
 - ``wal.py``: the write-ahead log, with group commit.
 - ``buffer.py``: acknowledged puts in memory until they are committed, readable at once.
 - ``flusher.py``: commits the buffered puts table by table, releases the log.

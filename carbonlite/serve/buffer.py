@@ -2,16 +2,16 @@
 commit.
 
 A put is ``(table, producer_id, sequence)`` and its rows, already conformed to the table's
-schema. Once its write-ahead-log record is durable it goes into its table's buffer, where
-``DoGet`` reads it at once; the flusher commits a table's pending puts together, with each
-producer's marker (its last sequence) in the same version.
+schema, with the ids of their columns. Once its write-ahead-log record is durable it goes
+into its table's buffer, where ``DoGet`` reads it at once; the flusher commits a table's
+pending puts together, with each producer's marker (its last sequence) in the same version.
 
 Which puts a reader takes from memory follows from the version it planned on, with no lock:
 a put is in version ``v`` exactly when ``v``'s marker of its producer is at or past its
 sequence. So a reader notes, before it reads the version, where the buffer stands
 (:meth:`Buffer.mark`), and with the version the markers of every producer that has puts in
 memory (:meth:`Buffer.producers`); later it takes from memory each put that version lacks
-(:meth:`Buffer.rows_after`): one of a producer it did not note (every put of such a producer
+(:meth:`Buffer.puts_after`): one of a producer it did not note (every put of such a producer
 arrived after it planned), or one past its producer's noted marker.
 
 Committed puts stay in memory for such readers until they are older than ``retain_seconds``
@@ -68,6 +68,9 @@ class Put:
     lsn: int
     """Its record in the write-ahead log."""
     rows: pa.Table
+    column_ids: tuple[int, ...] | None
+    """The id of each column of ``rows``: the table's columns they are in (``conform.py``);
+    None for a put logged by an earlier release, which kept no ids."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +142,11 @@ class _Entry:
     offset: int = 0
     length: int = 0
 
-    def rows(self) -> pa.Table:
+    def held(self) -> Put:
+        """The put with its rows."""
         if self.block is None:
-            return self.put.rows
-        return self.block.slice(self.offset, self.length)
+            return self.put
+        return replace(self.put, rows=self.block.slice(self.offset, self.length))
 
 
 def _lsn(entry: _Entry) -> int:
@@ -323,15 +327,21 @@ class Buffer:
         """Rows waiting in every table."""
         return self._pending_rows
 
-    def committed(self, table: str, puts: list[Put], rows: pa.Table | None = None) -> None:
+    def committed(
+        self,
+        table: str,
+        puts: list[Put],
+        rows: pa.Table | None = None,
+        column_ids: tuple[int, ...] | None = None,
+    ) -> None:
         """``puts`` are in the table now (committed by this service or, found so after a
         crash, before): out of pending, kept for readers as long as the limits allow.
 
         ``rows``, if given, are the puts' rows one after the other, in the order of ``puts``
-        (what the commit wrote, in one chunk per column): the puts kept for readers read
-        theirs as slices of it and let their own go. Each put received holds its rows in
-        buffers of its own plus some kilobytes of Arrow objects; one block per commit holds
-        them in a few large buffers."""
+        (what the commit wrote, in one chunk per column), and ``column_ids`` the ids of its
+        columns: the puts kept for readers read theirs as slices of it and let their own go.
+        Each put received holds its rows in buffers of its own plus some kilobytes of Arrow
+        objects; one block per commit holds them in a few large buffers."""
         now = time.monotonic()
         done = {id(p) for p in puts}
         at: dict[int, int] = {}
@@ -342,6 +352,8 @@ class Buffer:
                 offset += p.rows.num_rows
             if offset != rows.num_rows:
                 raise ValueError(f"{rows.num_rows} rows given for puts of {offset} rows")
+            if column_ids is None or len(column_ids) != rows.num_columns:
+                raise ValueError(f"column ids {column_ids} given for {rows.num_columns} columns")
         empty = rows.schema.empty_table() if rows is not None else None
         with self._lock:
             self._commits += 1
@@ -353,7 +365,7 @@ class Buffer:
                     if rows is not None:  # every put of ``puts`` has its offset in ``at``
                         entry.block, entry.offset = rows, at[id(entry.put)]
                         entry.length = entry.put.rows.num_rows
-                        entry.put = replace(entry.put, rows=empty)
+                        entry.put = replace(entry.put, rows=empty, column_ids=column_ids)
                     entry.commit, entry.committed_at = self._commits, now
                     buffer.retained.append(entry)
                     buffer.retained_bytes += entry.nbytes
@@ -392,12 +404,11 @@ class Buffer:
             self._drop_old_locked(buffer, time.monotonic())
             return {name for name, p in buffer.producers.items() if p.entries}
 
-    def rows_after(
-        self, table: str, markers: Mapping[str, int | None], mark: Mark
-    ) -> list[pa.Table]:
-        """The rows of every put in memory that a version lacks, given the ``mark`` taken
-        before it was read and its ``markers`` of the producers :meth:`producers` named then.
-        Raises :class:`StaleReadError` if some of them may have left memory."""
+    def puts_after(self, table: str, markers: Mapping[str, int | None], mark: Mark) -> list[Put]:
+        """Every put in memory that a version lacks (with its rows, and their column ids),
+        given the ``mark`` taken before it was read and its ``markers`` of the producers
+        :meth:`producers` named then. Raises :class:`StaleReadError` if some of them may
+        have left memory."""
         with self._lock:
             buffer = self._table(table)
             if mark.instance != self.instance or buffer.dropped_through > mark.commits:
@@ -405,13 +416,13 @@ class Buffer:
                     f"rows of table {table!r} that the planned version lacks have left memory "
                     "(committed, then dropped after a while): call GetFlightInfo again"
                 )
-            out: list[pa.Table] = []
+            out: list[Put] = []
             for name, producer in buffer.producers.items():
                 marker = markers.get(name)
                 newer = []
                 for entry in reversed(producer.entries):  # newest first: stop at the marker
                     if marker is not None and entry.put.sequence <= marker:
                         break
-                    newer.append(entry.rows())
+                    newer.append(entry.held())
                 out.extend(reversed(newer))
             return out

@@ -171,7 +171,7 @@ class Flusher:
             lsns = {}
             for put in puts:
                 request = PutRequest(put.table, put.producer_id, put.sequence)
-                lsns[put.lsn] = self.wal.append(encode_put(request, put.rows))
+                lsns[put.lsn] = self.wal.append(encode_put(request, put.rows, put.column_ids))
             self.buffer.relogged(name, lsns)
         return len(puts)
 

@@ -1,7 +1,10 @@
 """What the service keeps in its write-ahead log, and the JSON its clients send.
 
 A log record is one put: a 4-byte big-endian length, that many bytes of JSON
-(``{"table", "producer_id", "sequence"}``), then the put's rows as an Arrow IPC stream.
+(``{"table", "producer_id", "sequence", "column_ids"}``), then the put's rows as an Arrow IPC
+stream. ``column_ids`` holds the id of each column of the rows, in order: the table's
+columns the put was acknowledged against (``conform.py``). A record of an earlier release has
+no ``column_ids``; it decodes with None for them.
 
 Client JSON: a ``DoPut`` descriptor's command ``{"table", "producer_id", "sequence"}``; a
 ``GetFlightInfo`` command ``{"table", "columns", "filter", "version"}``; and the service's
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +36,7 @@ from carbonlite.serve.wire import (
     int64_rule,
     load_object,
     producer_id_rule,
+    quote,
 )
 
 __all__ = [
@@ -213,24 +218,47 @@ def dnf_filter(filter: list[Any] | None) -> list[Any] | None:
 _END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 
-def encode_put(put: PutRequest, rows: pa.Table) -> bytes:
-    """The log record of a put. Its rows are in a table's schema, which holds no dictionary
-    types, so the IPC stream is its schema message, each batch's message and the
-    end-of-stream marker (the bytes ``pa.ipc.new_stream`` writes, at a third of the cost)."""
-    header = json.dumps(
-        {"table": put.table, "producer_id": put.producer_id, "sequence": put.sequence}
-    ).encode()
+def encode_put(put: PutRequest, rows: pa.Table, column_ids: Sequence[int] | None) -> bytes:
+    """The log record of a put, with the id of each column of its rows (None: a record of an
+    earlier release, carried forward as it was). Its rows are in a table's schema, which
+    holds no dictionary types, so the IPC stream is its schema message, each batch's message
+    and the end-of-stream marker (the bytes ``pa.ipc.new_stream`` writes, at a third of the
+    cost)."""
+    fields: dict[str, Any] = {
+        "table": put.table,
+        "producer_id": put.producer_id,
+        "sequence": put.sequence,
+    }
+    if column_ids is not None:
+        if len(column_ids) != rows.num_columns:
+            raise ValueError(f"{len(column_ids)} column ids for {rows.num_columns} columns")
+        fields["column_ids"] = list(column_ids)
+    header = json.dumps(fields).encode()
     parts = [_LENGTH.pack(len(header)), header, rows.schema.serialize().to_pybytes()]
     parts.extend(b.serialize().to_pybytes() for b in rows.to_batches())
     parts.append(_END_OF_STREAM)
     return b"".join(parts)
 
 
-def decode_put(payload: bytes, where: str) -> tuple[PutRequest, pa.Table]:
+def decode_put(payload: bytes, where: str) -> tuple[PutRequest, pa.Table, tuple[int, ...] | None]:
+    """A log record's put, rows and column ids (None: a record of an earlier release)."""
     try:
         (length,) = _LENGTH.unpack_from(payload)
         header = json.loads(payload[4 : 4 + length])
         rows = pa.ipc.open_stream(pa.py_buffer(payload)[4 + length :]).read_all()
-        return PutRequest(header["table"], header["producer_id"], header["sequence"]), rows
-    except (struct.error, ValueError, KeyError, OSError, pa.ArrowException) as exc:
+        request = PutRequest(header["table"], header["producer_id"], header["sequence"])
+    except (struct.error, ValueError, KeyError, TypeError, OSError, pa.ArrowException) as exc:
         raise CorruptDataError(f"{where}: a put record does not decode: {exc}") from exc
+    ids = header.get("column_ids")
+    if ids is None:
+        return request, rows, None
+    if not (
+        isinstance(ids, list)
+        and len(ids) == rows.num_columns
+        and all(_is_int64(i) and i > 0 for i in ids)
+    ):
+        raise CorruptDataError(
+            f"{where}: a put record's column_ids are not one id (a positive integer) per "
+            f"column of its {rows.num_columns}: {quote(ids)}"
+        )
+    return request, rows, tuple(ids)

@@ -19,10 +19,12 @@
 
 Schema changes another writer commits while the service runs (``Table.rename_column``,
 ``drop_columns``, ``widen_column``, ``add_columns``): a put is conformed to the table's
-latest schema, so one that still names a renamed or dropped column is refused, naming the
-change and its version, and writes nothing; one of a widened column's older type is cast up;
-one without an added column gets its default. Puts taken before a change are read and
-flushed in the present schema (``_held``): acknowledged rows are never refused afterwards.
+latest schema by name, so one that still names a renamed or dropped column is refused,
+naming the change and its version, and writes nothing; one of a widened column's older type
+is cast up; one without an added column gets its default. Puts taken before a change are
+read and flushed in the present schema by the ids of the columns they were acknowledged
+against, which the log keeps too (``conform.py``): a dropped column's values never come
+back, and acknowledged rows are never refused afterwards.
 
 Tables flush independently: one whose flush fails keeps its puts in memory and in the log,
 its error is logged and reported by the healthcheck, and the others go on. Every access to
@@ -52,10 +54,11 @@ import pyarrow.flight as flight
 from carbonlite.errors import (
     CarbonLiteError,
     InvalidOptionError,
+    StaleSchemaError,
     TableNotFoundError,
 )
 from carbonlite.metadata import TxnMovedError
-from carbonlite.metadata.columns import layout_of, present_names
+from carbonlite.metadata.columns import column_ids
 from carbonlite.reader.bloom_prune import bloom_pruner
 from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, plan_scan
@@ -65,6 +68,7 @@ from carbonlite.serve.address import ListenError, listen_location
 from carbonlite.serve.answers import answering, answering_schema, guarded, one_line
 from carbonlite.serve.buffer import Buffer, Mark, Put, StaleReadError, marker_of
 from carbonlite.serve.catalog import Catalog
+from carbonlite.serve.conform import conformed_put, held_rows
 from carbonlite.serve.flusher import Flusher, ProducerLocks
 from carbonlite.serve.health import health_report
 from carbonlite.serve.records import (
@@ -80,7 +84,6 @@ from carbonlite.serve.records import (
 from carbonlite.serve.wal import WriteAheadLog
 from carbonlite.serve.wire import BadRequestError, load_object, quote
 from carbonlite.table import Table
-from carbonlite.writer.batches import conformed_batches
 
 __all__ = ["MAX_PUT_BYTES", "WAL_DIR", "FlightService"]
 
@@ -115,36 +118,9 @@ class _TokenAuth(flight.ServerMiddlewareFactory):
         return None
 
 
-def _conformed(data: pa.Table, table: Table, name: str) -> pa.Table:
-    """A put's rows in the table's schema (the casts ``append`` allows; columns the put
-    leaves out are their default, else null). A column under a name the table renamed or
-    dropped is refused, naming the change and its version."""
-    metadata = table.snapshot().metadata
-    if data.schema.equals(metadata.schema):
-        return data
-    # a put may leave out nullable columns (docs/SERVE.md): they are written as nulls
-    batches = conformed_batches(
-        data,
-        metadata.schema,
-        where=f"table {name!r}",
-        fill_missing=True,
-        defaults=layout_of(metadata).defaults,
-        metadata=metadata,
-    )
-    return pa.Table.from_batches(list(batches), schema=metadata.schema)
-
-
-def _held(rows: pa.Table, table: Table, name: str) -> pa.Table:
-    """Rows of a put taken earlier (in memory, or replayed from the log) in the table's
-    present schema: taken in the schema of their time, their columns renamed since are moved
-    to the present names, dropped ones left out (as the pages of committed rows are), widened
-    ones cast up, and added ones read their default. Acknowledged rows are never refused for
-    a schema change made after they were taken."""
-    moved = present_names(rows.schema.names, table.snapshot().metadata)
-    if moved:
-        keep = [n for n in rows.schema.names if moved.get(n, n) is not None]
-        rows = rows.select(keep).rename_columns([moved.get(n) or n for n in keep])
-    return _conformed(rows, table, name)
+def _named(put: Put) -> str:
+    """A put as messages name it."""
+    return f"put {put.sequence} of producer {put.producer_id!r} to table {put.table!r}"
 
 
 def _committed(sequence: int, marker: int | None) -> bool:
@@ -261,8 +237,9 @@ class FlightService(flight.FlightServerBase):
         counts), in each producer's sequence order."""
         latest: dict[tuple[str, str, int], Put] = {}
         for record in self.wal.replay():
-            request, rows = decode_put(record.payload, f"write-ahead log record {record.lsn}")
-            put = Put(request.table, request.producer_id, request.sequence, record.lsn, rows)
+            where = f"write-ahead log record {record.lsn}"
+            request, rows, ids = decode_put(record.payload, where)
+            put = Put(request.table, request.producer_id, request.sequence, record.lsn, rows, ids)
             latest[(put.table, put.producer_id, put.sequence)] = put
         return [latest[key] for key in sorted(latest)]
 
@@ -337,17 +314,20 @@ class FlightService(flight.FlightServerBase):
                     return
                 continue
             progress = {marker_of(p): (markers[p], seq) for p, seq in sorted(newest.items())}
-            rows = pa.concat_tables([_held(p.rows, table, name) for p in puts])
-            rows = rows.combine_chunks()
+            # other threads may refresh ``table`` (shared): the rows name ``snap``'s columns
+            snap = table.snapshot()
+            metadata = snap.metadata
+            held = [held_rows(p.rows, p.column_ids, metadata, _named(p)) for p in puts]
+            rows = pa.concat_tables(held).combine_chunks()
             reach("serve.before_flush_commit")
-            try:
-                result = table.append(rows, markers=progress)
-            except TxnMovedError:
-                continue  # a marker moved meanwhile (another flush committed some): look again
+            try:  # refused if a column of ``snap`` was renamed or dropped since
+                result = table.append(rows, markers=progress, columns_as_of=snap)
+            except (TxnMovedError, StaleSchemaError):
+                continue  # a marker or a column moved meanwhile: look again
             if result.version is None:
                 continue  # every marker holds these puts already (skipped): look again
             break
-        self.buffer.committed(name, puts, rows)
+        self.buffer.committed(name, puts, rows, column_ids(metadata))
         self.flushes += 1
         log.info(
             "flushed %d put(s), %d rows into %r: version %d in %.0f ms",
@@ -378,8 +358,7 @@ class FlightService(flight.FlightServerBase):
         data = self._read_rows(context, reader, request.table)
         # still there, still safe; refreshed, as a column may have been renamed or dropped
         table = self.catalog.table(request.table)
-        rows = _conformed(data, table, request.table)
-        answer = self._put(request, rows, table)
+        answer = self._put(request, data, table)
         writer.write(pa.py_buffer(json.dumps(answer).encode()))
 
     def _read_rows(
@@ -420,7 +399,10 @@ class FlightService(flight.FlightServerBase):
             raise BadRequestError(f"the put to {name!r} holds no rows: send at least one row")
         return pa.Table.from_batches(batches, schema=schema)
 
-    def _put(self, request: PutRequest, rows: pa.Table, table: Table) -> dict[str, Any]:
+    def _put(self, request: PutRequest, data: pa.Table, table: Table) -> dict[str, Any]:
+        """Take a put: its rows in the table's latest schema (by name), logged with the ids of
+        their columns, then in memory; or a re-send's answer."""
+        rows, ids = conformed_put(data, table.snapshot().metadata, f"table {request.table!r}")
         # one put of a producer at a time: its sequences stay in order
         with self.locks.of(request.table, request.producer_id):
             marker = marker_of(request.producer_id)
@@ -433,18 +415,20 @@ class FlightService(flight.FlightServerBase):
             if not new:
                 in_table = _committed(request.sequence, table.refresh().transaction_version(marker))
                 return {"version": table.version if in_table else None, "skipped": True}
-            self._log_put(request, rows)
+            self._log_put(request, rows, ids)
         if self.buffer.pending_rows() >= self.flush_rows:
             self._wake.set()
         return {"version": None, "skipped": False}
 
-    def _log_put(self, request: PutRequest, rows: pa.Table) -> None:
-        """Append the put to the log (durable when this returns), then to memory."""
-        payload = encode_put(request, rows)
+    def _log_put(self, request: PutRequest, rows: pa.Table, ids: tuple[int, ...]) -> None:
+        """Append the put, with its column ids, to the log (durable when this returns), then
+        to memory."""
+        payload = encode_put(request, rows, ids)
         with self.locks.logging_put():
             lsn = self.wal.append(payload)
             reach("serve.after_wal")
-            self.buffer.add(Put(request.table, request.producer_id, request.sequence, lsn, rows))
+            put = Put(request.table, request.producer_id, request.sequence, lsn, rows, ids)
+            self.buffer.add(put)
 
     # --- Flight: reads ------------------------------------------------------------------------
 
@@ -475,10 +459,10 @@ class FlightService(flight.FlightServerBase):
                 return snap.num_rows
             markers = {p: snap.txns.get(marker_of(p)) for p in self.buffer.producers(name)}
             try:
-                memory = self.buffer.rows_after(name, markers, mark)
+                memory = self.buffer.puts_after(name, markers, mark)
             except StaleReadError:
                 continue  # rows left memory since the mark: count again
-            return snap.num_rows + sum(t.num_rows for t in memory)
+            return snap.num_rows + sum(p.rows.num_rows for p in memory)
         return table.snapshot().num_rows
 
     @answering_schema
@@ -532,7 +516,8 @@ class FlightService(flight.FlightServerBase):
             return plan, None
         # the producers after the snapshot: a put committed in it was in memory before
         markers = {p: snap.txns.get(marker_of(p)) for p in self.buffer.producers(request.table)}
-        rows = sum(t.num_rows for t in self.buffer.rows_after(request.table, markers, mark))
+        memory = self.buffer.puts_after(request.table, markers, mark)
+        rows = sum(p.rows.num_rows for p in memory)
         return plan, (markers, mark, rows)
 
     @answering
@@ -591,22 +576,23 @@ class FlightService(flight.FlightServerBase):
         return self._remember(t.table, plan, t.columns, filter)
 
     def _memory_rows(self, t: Ticket) -> flight.FlightDataStream:
-        table = self.catalog.table(t.table, refresh=False)
+        # one snapshot for names, filter and where the rows go (other threads refresh the table)
+        snap = self.catalog.table(t.table, refresh=False).snapshot()
         if t.markers is None or t.instance is None:
             raise BadRequestError(
                 f"this memory ticket of {t.table!r} lacks what it was planned on (made by an "
                 "older release?): call GetFlightInfo again"
             )
-        columns = t.columns if t.columns is not None else table.schema.names
-        unknown = [c for c in columns if c not in table.schema.names]
+        columns = t.columns if t.columns is not None else snap.schema.names
+        unknown = [c for c in columns if c not in snap.schema.names]
         if unknown:
             raise BadRequestError(f"table {t.table!r} has no column(s) {quote(unknown)}")
-        parsed = parse_filter(dnf_filter(t.filter), table.schema, where=repr(t.table))
-        tables = self.buffer.rows_after(t.table, t.markers, Mark(t.instance, t.commits))
-        schema = pa.schema([table.schema.field(c) for c in columns])
+        parsed = parse_filter(dnf_filter(t.filter), snap.schema, where=repr(t.table))
+        puts = self.buffer.puts_after(t.table, t.markers, Mark(t.instance, t.commits))
+        schema = pa.schema([snap.schema.field(c) for c in columns])
         out = []
-        for rows in tables:
-            rows = _held(rows, table, t.table)
+        for put in puts:
+            rows = held_rows(put.rows, put.column_ids, snap.metadata, _named(put))
             if parsed is not None:
                 rows = rows.filter(parsed.expression)
             out.append(rows.select(columns))

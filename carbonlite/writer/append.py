@@ -427,6 +427,7 @@ class TableWriter:
         states: StatesArg = (),
         started_ms: int | None = None,
         progress: Mapping[str, tuple[int | None, int]] | None = None,
+        shown: TableMetadata | None = None,
     ) -> tuple[CommitResult, Snapshot]:
         """Write ``data`` and commit it as one version; returns the result and new snapshot.
         With ``merge_schema``, columns of ``data`` the table lacks are added in the same
@@ -439,7 +440,9 @@ class TableWriter:
         everything, ``"dynamic"``: the partitions ``data`` has rows of); ``states``: state tables
         stored in the same version (a callable is called once the rows are written, for a
         writer whose state says what the data it streamed held: an ingester's files); ``progress``: transaction markers moved by compare-and-set
-        (``AppendCommit.progress``)."""
+        (``AppendCommit.progress``); ``shown``: the metadata the ``Table`` object that writes
+        showed its user: ``data`` naming a column of it renamed or dropped since is refused
+        (:class:`StaleSchemaError`)."""
         started = now_ms() if started_ms is None else started_ms
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
         with self.owned():
@@ -471,6 +474,7 @@ class TableWriter:
                     overwrite_partitions=overwrite_partitions,
                     states=states,
                     progress=dict(progress or {}),
+                    shown=shown,
                 )
 
     def _write_and_commit(
@@ -491,10 +495,11 @@ class TableWriter:
         overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None,
         states: StatesArg,
         progress: Mapping[str, tuple[int | None, int]],
+        shown: TableMetadata | None,
     ) -> tuple[CommitResult, Snapshot]:
         """Plan (the schema, the rows by partition), write the blocklets, build the commit
         and commit it."""
-        schema, metadata, parts = _incoming(log, snapshot, data, merge_schema, parts)
+        schema, metadata, parts = _incoming(log, snapshot, data, merge_schema, parts, shown)
         written_with = snapshot.metadata if metadata is None else metadata[1]
         written = self._write_parts(
             snapshot, schema, parts, overwrite=overwrite or fresh, layout=layout_of(written_with)
@@ -775,10 +780,11 @@ def _incoming(
     data: TableData,
     merge_schema: bool,
     parts: Sequence[PartitionRows] | None,
+    shown: TableMetadata | None = None,
 ) -> tuple[pa.Schema, tuple[TableMetadata, TableMetadata] | None, Sequence[PartitionRows]]:
     """(the schema the rows are written in, the metadata change a merged schema makes, the
     rows conformed to it and split by partition); ``parts``: rows already split (a
-    publish)."""
+    publish); ``shown``: as :meth:`TableWriter.write` takes it."""
     schema = snapshot.schema
     batches: Iterator[pa.RecordBatch] = iter_record_batches(data, schema=schema)
     metadata = None
@@ -802,6 +808,7 @@ def _incoming(
             fill_missing=merge_schema,
             defaults=defaults,
             metadata=in_force,
+            shown=shown,
         )
         return schema, metadata, route_rows(partition_spec(snapshot.metadata), rows, schema)
     conformed = [
@@ -814,6 +821,7 @@ def _incoming(
                 fill_missing=False,
                 defaults=defaults,
                 metadata=in_force,
+                shown=shown,
             ),
         )
         for p in parts

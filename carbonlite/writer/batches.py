@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -13,16 +13,22 @@ from carbonlite.errors import (
     DataSourceError,
     InvalidOptionError,
     SchemaMismatchError,
+    StaleSchemaError,
 )
 from carbonlite.format.casts import storage_type
 from carbonlite.format.conform import conform_batch, schema_differences
 from carbonlite.format.types import check_schema
-from carbonlite.metadata.columns import former_name_problems, widened_from_dates
+from carbonlite.metadata.columns import (
+    former_name_problems,
+    moved_columns,
+    widened_from_dates,
+)
 from carbonlite.reader.changes import reserved_name_problems
 
 __all__ = [
     "TableData",
     "check_complete",
+    "check_not_moved",
     "conformed_batches",
     "iter_record_batches",
     "merged_schema",
@@ -161,6 +167,7 @@ def conformed_batches(
     defaults: Mapping[str, Any] | None = None,
     metadata: Any = None,
     fix: str | None = None,
+    shown: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of ``data`` in ``schema``'s exact shape. Columns with ``defaults`` (column
     -> value) the data lacks get their default. ``fill_missing``: other nullable columns the
@@ -168,9 +175,16 @@ def conformed_batches(
     column the data lacks is a :class:`SchemaMismatchError` naming every one, and saying
     ``fix`` (what the writer can do; by default: pass ``schema_mode='merge'``). ``metadata``
     (the table's): such an error also names the rename or drop behind a column the data has
-    and the table no longer does; and a column widened from date to timestamp takes dates."""
+    and the table no longer does; and a column widened from date to timestamp takes dates.
+    ``shown``: the metadata a ``Table`` object showed its user, whose data names columns as
+    they were then: a column of it renamed or dropped since (by id, in ``metadata``) refuses
+    the data with :class:`StaleSchemaError`, even when another column has its name now."""
     from_dates = widened_from_dates(metadata) if metadata is not None else frozenset()
+    checked: list[str] | None = None
     for batch in iter_record_batches(data, schema=schema):
+        if shown is not None and batch.schema.names != checked:
+            check_not_moved(batch.schema.names, shown, metadata, where)
+            checked = batch.schema.names
         if defaults:
             batch = _with_defaults(batch, schema, defaults)
         if from_dates:
@@ -191,6 +205,20 @@ def conformed_batches(
                 [*hints, *exc.differences],
             ) from None
         yield conformed
+
+
+def check_not_moved(names: Sequence[str], shown: Any, metadata: Any, where: str) -> None:
+    """Refuse data whose columns ``names`` name columns of ``shown`` (table metadata a
+    ``Table`` object showed) that were renamed or dropped since, in ``metadata``
+    (:class:`StaleSchemaError`)."""
+    moved = moved_columns(names, shown, metadata)
+    if moved:
+        raise StaleSchemaError(
+            f"data for {where} names columns as this Table object showed them, and the table "
+            "changed them since; nothing was written: refresh() the object and write the rows "
+            "under the columns it shows then",
+            moved,
+        )
 
 
 def _dates_widened(

@@ -20,7 +20,7 @@ from carbonlite.serve.buffer import (
 
 def put(producer: str, sequence: int, lsn: int, rows: int = 10) -> Put:
     data = pa.table({"producer": [producer] * rows, "seq": [sequence] * rows})
-    return Put("t", producer, sequence, lsn, data)
+    return Put("t", producer, sequence, lsn, data, (1, 2))
 
 
 def add(buffer: Buffer, p: Put, marker: int | None = None) -> None:
@@ -29,11 +29,11 @@ def add(buffer: Buffer, p: Put, marker: int | None = None) -> None:
     buffer.add(p)
 
 
-def keys(tables: list[pa.Table]) -> list[tuple[str, int]]:
+def keys(puts: list[Put]) -> list[tuple[str, int]]:
     """(producer, sequence) of each put's rows, in order."""
     out = []
-    for t in tables:
-        out.append((t.column("producer")[0].as_py(), t.column("seq")[0].as_py()))
+    for p in puts:
+        out.append((p.rows.column("producer")[0].as_py(), p.rows.column("seq")[0].as_py()))
     return out
 
 
@@ -123,9 +123,9 @@ def test_pending_puts_are_in_log_order_however_they_were_added() -> None:
 def test_a_mark_of_another_run_is_stale() -> None:
     buffer = Buffer()
     add(buffer, put("p", 0, 1))
-    assert keys(buffer.rows_after("t", {}, buffer.mark())) == [("p", 0)]
+    assert keys(buffer.puts_after("t", {}, buffer.mark())) == [("p", 0)]
     with pytest.raises(StaleReadError, match="call GetFlightInfo again"):
-        buffer.rows_after("t", {}, Mark("another run", 0))
+        buffer.puts_after("t", {}, Mark("another run", 0))
 
 
 def test_memory_stays_within_its_byte_limit() -> None:
@@ -137,7 +137,7 @@ def test_memory_stays_within_its_byte_limit() -> None:
     table = buffer._tables["t"]
     assert table.retained_bytes <= 10 * one
     assert len(table.retained) == len(table.producers["p"].entries) == 10
-    assert keys(buffer.rows_after("t", {"p": 994}, buffer.mark())) == [
+    assert keys(buffer.puts_after("t", {"p": 994}, buffer.mark())) == [
         ("p", s) for s in range(995, 1000)
     ]
 
@@ -152,14 +152,17 @@ def test_committed_puts_read_from_the_commits_rows() -> None:
     committing = [puts[0], puts[2]]
     block = pa.concat_tables([p.rows for p in committing]).combine_chunks()
     with pytest.raises(ValueError, match="rows given"):
-        buffer.committed("t", committing, block.slice(1))
-    buffer.committed("t", committing, block)
+        buffer.committed("t", committing, block.slice(1), (1, 2))
+    with pytest.raises(ValueError, match="column ids"):
+        buffer.committed("t", committing, block, (1,))
+    buffer.committed("t", committing, block, (4, 5))  # the commit's columns: ids 4 and 5
     assert buffer.pending_rows() == 2
-    got = buffer.rows_after("t", {}, buffer.mark())
-    assert [t.to_pylist() for t in got] == [p.rows.to_pylist() for p in (*committing, puts[1])]
+    got = buffer.puts_after("t", {}, buffer.mark())
+    assert [p.rows.to_pylist() for p in got] == [p.rows.to_pylist() for p in (*committing, puts[1])]
+    assert [p.column_ids for p in got] == [(4, 5), (4, 5), (1, 2)]
     entries = buffer._tables["t"].producers["p"].entries
     assert all(e.block is block and e.put.rows.num_rows == 0 for e in entries)
-    assert keys(buffer.rows_after("t", {"p": 0}, buffer.mark())) == [("p", 1), ("q", 0)]
+    assert keys(buffer.puts_after("t", {"p": 0}, buffer.mark())) == [("p", 1), ("q", 0)]
     assert buffer.retained() == (2, sum(p.rows.get_total_buffer_size() for p in committing))
 
 
@@ -173,7 +176,7 @@ def test_old_commits_leave_memory_by_age(monkeypatch: pytest.MonkeyPatch) -> Non
     assert buffer.producers("t") == {"p"}
     now[0] += 61
     assert buffer.producers("t") == set()  # gone; nothing committed after the mark was
-    assert buffer.rows_after("t", {}, mark) == []
+    assert buffer.puts_after("t", {}, mark) == []
 
 
 # -- a model: readers plan, puts arrive, flushes commit, limits drop ------------------------
@@ -228,7 +231,7 @@ def test_readers_get_exactly_what_their_version_lacks_or_plan_again(
             mark, noted, version = plans[op[1] % len(plans)]
             lacking = sorted(k for k in received if k[1] > version.get(k[0], -1))
             try:
-                got = sorted(keys(buffer.rows_after("t", noted, mark)))
+                got = sorted(keys(buffer.puts_after("t", noted, mark)))
             except StaleReadError:
                 assert buffer._tables["t"].dropped_through > mark.commits
                 continue

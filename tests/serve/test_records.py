@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -48,18 +50,44 @@ def test_a_record_is_the_put_and_its_rows_an_ipc_stream(
     ]
     rows = pa.Table.from_batches(batches, schema=SCHEMA)
     put = PutRequest("sales/eu", "producer-ü", sequence)
-    record = encode_put(put, rows)
-    got_put, got_rows = decode_put(record, "test")
+    record = encode_put(put, rows, (1, 7, 3, 2**40))
+    got_put, got_rows, got_ids = decode_put(record, "test")
     assert got_put == put
+    assert got_ids == (1, 7, 3, 2**40)
     assert got_rows.equals(rows)
     assert got_rows.schema.equals(SCHEMA, check_metadata=True)
     header_length = int.from_bytes(record[:4], "big")
     assert record[4 + header_length :] == _stream_bytes(rows)
 
 
+def test_a_record_of_an_earlier_release_has_no_column_ids() -> None:
+    """An earlier release wrote the header without ``column_ids``: the record decodes with
+    None for them (``serve/conform.py`` says where such rows go)."""
+    rows = pa.table({"id": [1, 2, 3]})
+    header = b'{"table": "t", "producer_id": "p", "sequence": 4}'
+    record = len(header).to_bytes(4, "big") + header + _stream_bytes(rows)
+    put, got, ids = decode_put(record, "test")
+    assert (put, got.to_pylist(), ids) == (PutRequest("t", "p", 4), rows.to_pylist(), None)
+    # carried forward, it is written as it was
+    assert encode_put(put, rows, None) == record
+
+
+@pytest.mark.parametrize("ids", [[1], [1, 2, 3], [0, 1], [1, True], ["1", 2], {"a": 1}, 5])
+def test_column_ids_that_do_not_fit_the_rows_are_named_corrupt(ids: object) -> None:
+    rows = pa.table({"id": [1], "name": ["x"]})
+    record = bytearray(encode_put(PutRequest("t", "p", 0), rows, (1, 2)))
+    length = int.from_bytes(record[:4], "big")
+    header = record[4 : 4 + length].replace(b"[1, 2]", json.dumps(ids).encode())
+    forged = len(header).to_bytes(4, "big") + header + record[4 + length :]
+    with pytest.raises(CorruptDataError, match="where: a put record's column_ids are not"):
+        decode_put(bytes(forged), "where")
+    with pytest.raises(ValueError, match="column ids for 2 columns"):
+        encode_put(PutRequest("t", "p", 0), rows, (1,))
+
+
 def test_a_cut_record_is_named_corrupt() -> None:
     rows = pa.table({"id": [1, 2, 3]})
-    record = encode_put(PutRequest("t", "p", 0), rows)
+    record = encode_put(PutRequest("t", "p", 0), rows, (1,))
     for cut in (2, 10, len(record) - 20):
         with pytest.raises(CorruptDataError, match="where: a put record does not decode"):
             decode_put(record[:cut], "where")
