@@ -466,7 +466,7 @@ def _id_at(rows: pa.Table) -> str:
 
 
 SETTINGS = settings(
-    max_examples=8,
+    max_examples=4,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -478,7 +478,7 @@ TestSchemaEvolution.settings = SETTINGS
 
 @pytest.mark.slow
 class TestSchemaEvolutionMany(SchemaEvolution.TestCase):  # type: ignore[name-defined]
-    settings = settings(SETTINGS, max_examples=80, stateful_step_count=40)
+    settings = settings(SETTINGS, max_examples=50, stateful_step_count=40)
 
 
 def test_a_widened_date_keeps_its_default_as_a_timestamp() -> None:

@@ -44,6 +44,7 @@ def session_processes(sid: int) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # about 90 s of a worker: the driver's run up to its kill, then the restart
 @pytest.mark.spark_job("kill_driver")
 def test_sigkill_between_table_commit_and_checkpoint_commit(spark: Any, spark_jobs: Any) -> None:
     job = spark_jobs.start("kill_driver")
