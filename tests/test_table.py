@@ -655,7 +655,7 @@ class TableModel(RuleBasedStateMachine):
 
 
 TableModel.TestCase.settings = settings(
-    max_examples=40,
+    max_examples=25,
     stateful_step_count=16,
     deadline=None,
     report_multiple_bugs=False,

@@ -23,7 +23,7 @@ from carbonlite.format import row_hash
 from carbonlite.format.row_hash import column_hashes, content_hash, row_hashes
 
 SETTINGS = settings(
-    max_examples=80,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -151,7 +151,7 @@ def expressions() -> st.SearchStrategy[pc.Expression]:
     )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=st.lists(blocklets(), min_size=1, max_size=12), expression=expressions())
 def test_columnar_pruning_is_exactly_the_scalar_pruning(
     entries: list[BlockletEntry], expression: pc.Expression

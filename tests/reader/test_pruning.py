@@ -268,7 +268,7 @@ def check(t: cl.Table, everything: pa.Table, expression: pc.Expression, given: A
 
 
 SETTINGS = settings(
-    max_examples=70,
+    max_examples=40,
     deadline=None,
     report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow],

@@ -428,7 +428,7 @@ def everything_fails(everything: pa.Table, expression: pc.Expression) -> bool:
 
 
 SETTINGS = settings(
-    max_examples=30,
+    max_examples=20,
     deadline=None,
     report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow],

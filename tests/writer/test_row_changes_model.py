@@ -462,7 +462,7 @@ class RowChanges(RuleBasedStateMachine):
 
 TestRowChanges = RowChanges.TestCase
 TestRowChanges.settings = settings(
-    max_examples=12,
+    max_examples=8,
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
