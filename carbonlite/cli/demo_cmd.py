@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,18 +29,23 @@ def _next_commands(table: str) -> list[str]:
 @contextmanager
 def _stream_progress(mode: str) -> Iterator[Callable[[int, int, int], None] | None]:
     """How the rows streaming in are shown, while they do: ``live``, one line on the terminal
-    that keeps changing; ``lines``, a line per micro-batch committed (output to a file or a
-    pipe)."""
+    that keeps changing; ``lines``, a line per micro-batch seen committed (output to a file or
+    a pipe), with the rows in the table and the seconds since the stream started."""
     if mode == "lines":
+        started = time.monotonic()
 
         def line(rows_in: int, batches: int, expected: int) -> None:
             if batches:  # the table exists, nothing committed yet
-                say(f"    micro-batch {batches} of {expected} committed: {rows_in:,} rows in")
+                seconds = time.monotonic() - started
+                say(
+                    f"    micro-batch {batches} of {expected} committed: {rows_in:,} rows in "
+                    f"the table after {seconds:.1f} s"
+                )
 
         yield line
         return
     with Progress(
-        TextColumn("    streaming: {task.fields[rows]:,} rows in,"),
+        TextColumn("    streaming: {task.fields[rows]:,} rows in the table,"),
         TextColumn("{task.fields[batches]} of {task.fields[expected]} micro-batches committed"),
         TimeElapsedColumn(),
         console=console,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,11 @@ from carbonlite.cli.app import console
 from tests.cli.conftest import Run
 
 ROWS = 500
+STREAM_LINE = re.compile(
+    r"    micro-batch (?P<batch>\d+) of 3 committed: (?P<rows>[\d,]+) rows in the table "
+    r"after (?P<seconds>\d+\.\d) s"
+)
+"""A line of the demo's progress while the events stream in (output to a file or a pipe)."""
 
 
 @pytest.fixture
@@ -59,10 +65,16 @@ def test_human_output_ends_with_the_table_and_what_to_try(
     assert run.exit_code == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0] == f"CarbonLite demo in {directory}"
-    # not a terminal: one line per micro-batch committed, none before the first
-    assert [line for line in lines if "micro-batch" in line] == [
-        f"    micro-batch {n} of 3 committed: {n * ROWS // 3:,} rows in" for n in (1, 2, 3)
+    # not a terminal: one line per micro-batch committed, none before the first, each a whole
+    # sentence: the rows in the table, and the seconds since the stream started (it read
+    # "committed: 500 rows in", cut off)
+    progress = [STREAM_LINE.fullmatch(line) for line in lines if "micro-batch" in line]
+    assert all(progress), lines
+    assert [(m["batch"], m["rows"]) for m in progress if m] == [
+        (str(n), f"{n * ROWS // 3:,}") for n in (1, 2, 3)
     ]
+    seconds = [float(m["seconds"]) for m in progress if m]
+    assert seconds == sorted(seconds)
     end = lines[lines.index(next(line for line in lines if line.startswith("OK: "))) :]
     assert end == [
         f"OK: {ROWS:,} events in, {ROWS:,} in the table, {ROWS:,} streamed out; 2.5 s in all",
