@@ -86,7 +86,8 @@ def create(
     storage_options: str | None = STORAGE_OPTION,
 ) -> None:
     """Create an empty table: its columns from Spark DDL, with optional partitioning, primary
-    key, sort columns and properties. The Kafka ingester (carbonlite ingest kafka) needs one."""
+    key, sort columns and properties. The ingesters (carbonlite ingest files, carbonlite ingest
+    kafka) and the Flight service (carbonlite serve) write only into a table that exists."""
     table = create_table(
         path,
         parse_schema(schema),

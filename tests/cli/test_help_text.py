@@ -150,3 +150,15 @@ def test_upgrade_help_names_the_format_this_release_writes() -> None:
     assert f"log format {LOG_FORMAT_VERSION}" in text
     for stale in range(1, LOG_FORMAT_VERSION):
         assert f"format {stale}" not in text
+
+
+def test_create_help_names_every_writer_that_needs_a_table() -> None:
+    """``create --help`` named only the Kafka ingester (issue 38); every ``ingest`` command
+    opens an existing table (``carbonlite/ingest/targets.py``), and so does ``serve``."""
+    ingesters = [p for p in command_paths() if len(p) == 2 and p[0] == "ingest"]
+    assert len(ingesters) >= 2
+    needing = [" ".join(("carbonlite", *p)) for p in (*ingesters, ("serve",))]
+    for text in (render_help("create"), render_help()):  # its own help, and the list's line
+        words = " ".join(text.replace(BORDER, " ").split())
+        missing = [command for command in needing if command not in words]
+        assert not missing, f"{missing} not named in:\n{text}"
