@@ -20,7 +20,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from carbonlite.errors import InvalidOptionError, SchemaMismatchError
-from carbonlite.ingest.decode import decode_values
+from carbonlite.ingest.decode import braced_lines, decode_values
 
 __all__ = ["FORMATS", "BadLineError", "FileFormat", "check_format", "decode_file"]
 
@@ -92,31 +92,41 @@ def _json_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The rows of a newline-delimited JSON file, a block of lines at a time."""
     before = 0  # lines in the blocks before this one
-    for lines in _line_blocks(file):
+    for body, lines in _line_blocks(file):
         first, before = before, before + len(lines)
-        held = [i for i, line in enumerate(lines) if line.strip(_BLANK)]
-        if not held:
-            continue
-        values = [lines[i] for i in held]
-        decoded = decode_values(values, schema, where, retired=retired, defaults=defaults)
+        if braced_lines(body, len(lines)):  # one object a line, no blank line: as they are
+            held = None
+            decoded = decode_values(
+                lines, schema, where, retired=retired, defaults=defaults, joined=body
+            )
+        else:
+            held = [i for i, line in enumerate(lines) if line.strip(_BLANK)]
+            if not held:
+                continue
+            values = [lines[i] for i in held]
+            decoded = decode_values(values, schema, where, retired=retired, defaults=defaults)
         if decoded.bad:
             index, why = decoded.bad[0]
             error = SchemaMismatchError if index in decoded.schema_changes else BadLineError
-            raise error(f"line {first + held[index] + 1}: {why}")
+            line = index if held is None else held[index]
+            raise error(f"line {first + line + 1}: {why}")
         yield from decoded.rows.to_batches()
 
 
-def _line_blocks(file: pa.NativeFile) -> Iterator[list[bytes]]:
-    """The file's lines (without their ``\n``), about :data:`_BLOCK_BYTES` of them at a
-    time; a line is never split between blocks."""
+def _line_blocks(file: pa.NativeFile) -> Iterator[tuple[bytes, list[bytes]]]:
+    """The file's lines about :data:`_BLOCK_BYTES` at a time: each block as its bytes (the
+    lines joined by ``\n``) and its lines; a line is never split between blocks."""
     rest = b""
     while chunk := file.read(_BLOCK_BYTES):
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        if lines:
-            yield lines
+        data = rest + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        body, rest = data[:cut], data[cut + 1 :]
+        yield body, body.split(b"\n")
     if rest:
-        yield [rest]
+        yield rest, [rest]
 
 
 def _arrow_batches(file: pa.NativeFile) -> Iterator[pa.RecordBatch]:
