@@ -415,9 +415,13 @@ def _state_only_record(
     table = read_state(storage, root, stored)
     meta = table.schema.metadata or {}
     generation = meta.get(b"generation", b"None").decode()
-    files = dict(
-        zip(table.column("file").to_pylist(), table.column("modified_ms").to_pylist(), strict=True)
-    )
+    files = {
+        f: FileVersion(ms, size, etag)
+        for f, ms, size, etag in zip(
+            *(table.column(c).to_pylist() for c in ("file", "modified_ms", "size", "etag")),
+            strict=True,
+        )
+    }
     return cls(
         empty.name,
         source,
