@@ -4,10 +4,14 @@ commands."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
+from rich.markup import escape
 
 from carbonlite.cli.app import JSON_OPTION, STORAGE_OPTION, app, emit, err_console, fail_cleanly
 from carbonlite.cli.values import seconds_of, storage_options_of
@@ -26,6 +30,32 @@ def _partitions(text: str | None) -> list[int] | None:
         raise InvalidOptionError(
             f"--partitions {text!r} is not a comma-separated list of numbers such as 0,1,2"
         ) from None
+
+
+class _StderrWarnings(logging.Handler):
+    """A logger's warnings as ``warning: ...`` lines on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(
+            f"[yellow]warning:[/yellow] {escape(record.getMessage())}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@contextmanager
+def _warnings_on_stderr(logger: str) -> Iterator[None]:
+    """While it runs, the warnings of ``logger`` go to stderr (beside its other handlers)."""
+    handler = _StderrWarnings()
+    target = logging.getLogger(logger)
+    target.addHandler(handler)
+    try:
+        yield
+    finally:
+        target.removeHandler(handler)
 
 
 class _LiveLine:
@@ -174,8 +204,11 @@ def files(
     restart goes on with the files not recorded. Files whose path has a part starting with '.'
     or '_', or ending in .tmp, .inprogress or ._COPYING_, are not final and never read. Runs
     until SIGTERM (which finishes and commits the current batch) or, with --stop-at-end, until
-    every file there at start is ingested."""
+    every file there at start is ingested. A file replaced under its path is ingested as a new
+    file; symbolic links in the source are never followed; each such case is a warning on
+    stderr."""
     from carbonlite.ingest import FileIngester, FileIngestResult
+    from carbonlite.ingest.file_notes import LOGGER_NAME
 
     options = storage_options_of(storage_options)
     line = _LiveLine(as_json)
@@ -198,7 +231,8 @@ def files(
         glob=glob,
         progress=show,
     )
-    result = ingester.run(stop_at_end=stop_at_end, handle_sigterm=True)
+    with _warnings_on_stderr(LOGGER_NAME):
+        result = ingester.run(stop_at_end=stop_at_end, handle_sigterm=True)
     line.end()
     summary = {
         "files": result.files,
@@ -208,6 +242,9 @@ def files(
         "restarts": result.restarts,
         "pending": result.pending,
         "behind_horizon": result.behind_horizon,
+        "replaced_files": result.replaced_files,
+        "future_files": result.future_files,
+        "skipped_links": result.skipped_links,
         "seconds": line.seconds,
     }
     if as_json:

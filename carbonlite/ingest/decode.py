@@ -54,6 +54,7 @@ from carbonlite.format.conform import conform_batch
 __all__ = [
     "METADATA_COLUMNS",
     "Decoded",
+    "braced_lines",
     "check_json_columns",
     "data_schema",
     "decode_values",
@@ -217,25 +218,42 @@ class _Screened:
     """``lines`` joined, when screening joined them already."""
 
 
-def _screen(values: Sequence[bytes | None]) -> _Screened:
+def braced_lines(joined: bytes, count: int) -> bool:
+    """Whether ``joined`` is ``count`` values joined by ``\n``, each starting with ``{`` and
+    ending with ``}`` (nothing around them), told by whole-batch scans: every line break
+    stands between a ``}`` and a ``{``."""
+    return (
+        joined[:1] == b"{"
+        and joined[-1:] == b"}"
+        and joined.count(b"\n") == count - 1
+        and joined.count(b"}\n{") == count - 1
+    )
+
+
+def _screen(values: Sequence[bytes | None], joined: bytes | None = None) -> _Screened:
     """Every value with :func:`screen_value`'s verdict; whole-batch scans stand in for the
     per-value text checks when they find nothing to check (ASCII, no capital N or I, no line
-    break but the joins)."""
-    braced = [
-        i
-        for i, v in enumerate(values)
-        if (v and v[:1] == b"{" and v[-1:] == b"}") or _braced(v)  # the first: most, and fast
-    ]
-    bad = [(i, _not_an_object(values[i])) for i in _missing(braced, len(values))]
-    present = _present(values, braced)
-    raw = b"\n".join(present)
+    break but the joins). ``joined``: the values joined by ``\n``, when at hand."""
+    present: Sequence[bytes]
+    if joined is not None and braced_lines(joined, len(values)):
+        braced, bad, raw = list(range(len(values))), [], joined
+        present = cast(Sequence[bytes], values)
+    else:
+        braced = [
+            i
+            for i, v in enumerate(values)
+            if (v and v[:1] == b"{" and v[-1:] == b"}") or _braced(v)  # the first: most, fast
+        ]
+        bad = [(i, _not_an_object(values[i])) for i in _missing(braced, len(values))]
+        present = _present(values, braced)
+        raw = b"\n".join(present)
     if (
         raw.isascii()
         and not _may_have_literal(raw)
         and raw.count(b"\n") == len(braced) - 1
         and b"\r" not in raw
     ):
-        return _Screened(braced, present, bad, raw)
+        return _Screened(braced, list(present), bad, raw)
     kept, lines = [], []
     for i, value in zip(braced, present, strict=True):
         problem = screen_value(value)
@@ -359,12 +377,14 @@ def decode_values(
     *,
     retired: Mapping[str, str] | None = None,
     defaults: Mapping[str, Any] | None = None,
+    joined: bytes | None = None,
 ) -> Decoded:
     """Decode ``values`` into rows of ``schema`` (the table's value columns); never raises for
     what a value holds. ``retired``: names of renamed or dropped columns -> the change (a
     value with such a field is bad); ``defaults``: column -> the value of rows whose value
-    leaves the field out."""
-    screened = _screen(values)
+    leaves the field out. ``joined``: ``values`` joined by ``\n``, when the caller has them
+    so (a file's lines): screened by whole-batch scans, never joined again."""
+    screened = _screen(values, joined)
     changed: list[tuple[int, str]] = []
     if retired:
         screened, changed = _without_retired(screened, retired)

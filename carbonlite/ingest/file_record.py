@@ -3,7 +3,9 @@
 It lives in the table, committed in the same version as the rows it accounts for: a marker
 ``files:<source>`` (a generation number, moved by compare-and-set) and a state table of the
 same name (``Table.append(state=...)``, an Arrow file under ``_carbonlite/state``) listing
-the files by path relative to the source, each with its modification time.
+the files by path relative to the source, each with the version of it that was read
+(:class:`FileVersion`: its modification time, size and, on an object store, ETag). A file
+listed again under the same path as another version (replaced) is a new file.
 
 Bounded the way Spark's file source bounds its seen-files map (``maxFileAge``): the record
 keeps the files modified at or after its *horizon*, the newest file's modification time
@@ -12,6 +14,12 @@ it is listed or not. A source that runs for years keeps a record of the files of
 ``max_file_age`` (7 days by default), never more. The one thing it gives up: a file that
 first appears with a modification time already behind the horizon is not ingested (the
 ingester counts and reports it as too old).
+
+The horizon never passes what it has no right to: a time ahead of the ingester's clock (a
+producer's skewed clock, a copy that kept a future time) counts as the clock's now, so one
+such file cannot make every ordinary file after it look too old; and it stays at or before
+the oldest file listed and not read yet (``unread_ms``: one left for a later listing, one a
+later commit takes).
 """
 
 from __future__ import annotations
@@ -27,16 +35,23 @@ from carbonlite.metadata import Snapshot
 from carbonlite.storage import Storage
 from carbonlite.writer.publish import read_state
 
-__all__ = ["FILE_RECORD_SCHEMA", "FileRecord", "record_name"]
+__all__ = ["FILE_RECORD_SCHEMA", "FileRecord", "FileVersion", "record_name"]
 
 FILE_RECORD_SCHEMA = pa.schema(
     [
         pa.field("file", pa.string(), nullable=False),
         pa.field("modified_ms", pa.int64(), nullable=False),
+        pa.field("size", pa.int64()),
+        pa.field("etag", pa.string()),
     ]
 )
-"""The state table: one row per file kept, its path relative to the source and its
-modification time (milliseconds since the epoch)."""
+"""The state table: one row per file kept, its path relative to the source and the version
+of it that was read: modification time (milliseconds since the epoch), size in bytes (null
+in a record kept before sizes were), and an object store's ETag (null for files of other
+storage)."""
+
+_EARLIER_SCHEMA = pa.schema([FILE_RECORD_SCHEMA.field(0), FILE_RECORD_SCHEMA.field(1)])
+"""The state table as kept before versions had a size and an ETag: read, never written."""
 
 _MAX_NAME = 200
 """The longest state name a table takes (``write_states``)."""
@@ -52,6 +67,33 @@ def record_name(kind: str, source: str) -> str:
     return f"{kind}:sha256:{hashlib.sha256(source.encode()).hexdigest()}"
 
 
+@dataclass(frozen=True, slots=True)
+class FileVersion:
+    """What tells one version of a file from another under the same path."""
+
+    modified_ms: int
+    """Modification time, milliseconds since the epoch."""
+    size: int | None = None
+    """Bytes (None: recorded before sizes were)."""
+    etag: str | None = None
+    """An object store's ETag: it changes whenever the object's bytes may have (None: the
+    storage has none, or recorded before ETags were)."""
+
+    def same(self, other: FileVersion) -> bool:
+        """Whether ``other`` is this version of the file: the same ETag when both have one (an
+        object uploaded again with the same bytes is the same file); else the same
+        modification time and, when both know it, the same size."""
+        if self.etag is not None and other.etag is not None:
+            return self.etag == other.etag
+        if self.modified_ms != other.modified_ms:
+            return False
+        return self.size is None or other.size is None or self.size == other.size
+
+
+def _version(version: FileVersion | int) -> FileVersion:
+    return version if isinstance(version, FileVersion) else FileVersion(version)
+
+
 @dataclass(frozen=True)
 class FileRecord:
     """The files of one source a table holds, as of one of its versions."""
@@ -63,18 +105,33 @@ class FileRecord:
     """The marker's value: moved by one with each commit (None: nothing ingested yet)."""
     horizon_ms: int = 0
     """Files modified before it count as ingested (milliseconds since the epoch)."""
-    files: Mapping[str, int] = field(default_factory=dict)
-    """Path relative to the source -> modification time, of the files at or after the
+    files: Mapping[str, FileVersion] = field(default_factory=dict)
+    """Path relative to the source -> the version of it read, of the files at or after the
     horizon."""
 
-    def holds(self, file: str, modified_ms: int) -> bool:
-        """Whether the file counts as ingested: listed, or behind the horizon."""
-        return modified_ms < self.horizon_ms or file in self.files
+    def holds(self, file: str, version: FileVersion | int) -> bool:
+        """Whether the file at ``file`` as ``version`` (a listing's; or its modification
+        time alone) counts as ingested: recorded as that version, or behind the horizon."""
+        version = _version(version)
+        return version.modified_ms < self.horizon_ms or self._recorded(file, version)
 
-    def behind(self, file: str, modified_ms: int) -> bool:
-        """Whether the file is behind the horizon without having been listed (too old to
-        tell whether it was ingested: it is not)."""
-        return modified_ms < self.horizon_ms and file not in self.files
+    def behind(self, file: str, version: FileVersion | int) -> bool:
+        """Whether the file is behind the horizon without being recorded as that version
+        (too old to tell whether it was ingested: it is not)."""
+        version = _version(version)
+        return version.modified_ms < self.horizon_ms and not self._recorded(file, version)
+
+    def replaces(self, file: str, version: FileVersion | int) -> FileVersion | None:
+        """The version recorded under ``file`` when ``version`` is another one (the file was
+        replaced since it was ingested), else None."""
+        recorded = self.files.get(file)
+        if recorded is None or recorded.same(_version(version)):
+            return None
+        return recorded
+
+    def _recorded(self, file: str, version: FileVersion) -> bool:
+        recorded = self.files.get(file)
+        return recorded is not None and recorded.same(version)
 
     @property
     def next_generation(self) -> int:
@@ -84,24 +141,46 @@ class FileRecord:
         """The compare-and-set move a commit adding files to it makes."""
         return {self.name: (self.generation, self.next_generation)}
 
-    def with_files(self, added: Mapping[str, int], max_age_ms: int) -> FileRecord:
-        """The record after a commit of ``added`` (path -> modification time): the next
-        generation, the horizon moved up to the newest file's time minus ``max_age_ms``
-        (never back), and the files behind it forgotten."""
-        files = {**self.files, **added}
-        newest = max(files.values(), default=None)
+    def with_files(
+        self,
+        added: Mapping[str, FileVersion | int],
+        max_age_ms: int,
+        *,
+        now_ms: int | None = None,
+        unread_ms: int | None = None,
+    ) -> FileRecord:
+        """The record after a commit of ``added`` (path -> the version read, or its
+        modification time alone): the next generation, the horizon moved up to the newest
+        file's time minus ``max_age_ms`` (never back), and the files behind it forgotten.
+
+        ``now_ms``: the committer's clock; a time ahead of it counts as it (a file stamped in
+        the future never moves the horizon past what the clock allows). ``unread_ms``: the
+        oldest modification time of the files listed and not read yet; the horizon stays at
+        or before it."""
+        files = {**self.files, **{f: _version(v) for f, v in added.items()}}
+        times = (v.modified_ms for v in files.values())
+        newest = max(times if now_ms is None else (min(t, now_ms) for t in times), default=None)
         horizon = self.horizon_ms
         if newest is not None:
-            horizon = max(horizon, newest - max_age_ms)
-        kept = {f: t for f, t in files.items() if t >= horizon}
+            wanted = newest - max_age_ms
+            if unread_ms is not None:
+                wanted = min(wanted, unread_ms)
+            horizon = max(horizon, wanted)
+        kept = {f: v for f, v in files.items() if v.modified_ms >= horizon}
         return FileRecord(self.name, self.source, self.next_generation, horizon, kept)
 
     # --- the state table ------------------------------------------------------------------------
 
     def to_arrow(self) -> pa.Table:
         files = sorted(self.files)
+        versions = [self.files[f] for f in files]
         return pa.table(
-            {"file": files, "modified_ms": [self.files[f] for f in files]},
+            {
+                "file": files,
+                "modified_ms": [v.modified_ms for v in versions],
+                "size": [v.size for v in versions],
+                "etag": [v.etag for v in versions],
+            },
             schema=FILE_RECORD_SCHEMA.with_metadata(
                 {
                     "source": self.source,
@@ -134,20 +213,23 @@ class FileRecord:
             )
         table = read_state(storage, root, stored)
         meta = table.schema.metadata or {}
+        shape = table.schema.remove_metadata()
         if (
-            table.schema.remove_metadata() != FILE_RECORD_SCHEMA
+            shape not in (FILE_RECORD_SCHEMA, _EARLIER_SCHEMA)
             or meta.get(b"generation") != str(generation).encode()
         ):
             raise CorruptDataError(
                 f"{where} at version {snapshot.version} is not the record of generation "
                 f"{generation} (its state file {stored.path!r} says "
-                f"{meta.get(b'generation', b'none').decode()!r}, schema {table.schema.remove_metadata()})"
+                f"{meta.get(b'generation', b'none').decode()!r}, schema {shape})"
             )
-        files = dict(
-            zip(
-                table.column("file").to_pylist(),
-                table.column("modified_ms").to_pylist(),
-                strict=True,
-            )
-        )
+        n = table.num_rows
+        columns = [
+            table.column(name).to_pylist() if name in shape.names else [None] * n
+            for name in FILE_RECORD_SCHEMA.names
+        ]
+        files = {
+            file: FileVersion(modified, size, etag)
+            for file, modified, size, etag in zip(*columns, strict=True)
+        }
         return cls(empty.name, source, generation, int(meta.get(b"horizon_ms", b"0")), files)

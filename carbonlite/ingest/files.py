@@ -14,8 +14,14 @@ A file that does not decode as the format, or whose rows do not fit the table, g
 (its bytes, path and the error) to the bad-records table, recorded there exactly once the
 same way (``files-bad:<source>``), before the main table records it as ingested; without
 that table it stops the ingester with an :class:`IngestError` naming it, and nothing past the
-last commit is committed. A file that changed size since it was listed, or is gone, is left
-for a later listing.
+last commit is committed. A file that changed since it was listed, or is gone, is left for a
+later listing.
+
+The record keeps the version of each file it read (modification time, size, ETag): a file
+replaced under the same path is a new file, read and recorded again. What the ingester
+cannot trust is said in a warning (the ``carbonlite.ingest.files`` logger) and counted in
+the result, never used silently: a file stamped ahead of the clock (read; its time does not
+move the record's horizon), a replaced file, a symbolic link in the source (never followed).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonlite.clock import now_ms
 from carbonlite.errors import (
     CarbonLiteError,
     IngestError,
@@ -37,12 +44,13 @@ from carbonlite.errors import (
 )
 from carbonlite.ingest.decode import check_json_columns
 from carbonlite.ingest.file_formats import check_format, decode_file
-from carbonlite.ingest.file_record import FileRecord
-from carbonlite.ingest.file_source import FileSource, SourceFile
+from carbonlite.ingest.file_notes import FileIngestResult, note_taken, warn_skipped
+from carbonlite.ingest.file_record import FileRecord, FileVersion
+from carbonlite.ingest.file_source import FileSource, Listing, SourceFile
 from carbonlite.ingest.options import check_batch_rows, check_positive_seconds
 from carbonlite.ingest.targets import create_bad_records, open_bad_records, open_target
 from carbonlite.metadata import TxnMovedError
-from carbonlite.metadata.columns import layout_of
+from carbonlite.metadata.columns import layout_of, retired_names
 from carbonlite.seams import reach
 from carbonlite.storage import open_storage, split_protocol
 from carbonlite.table import Table
@@ -105,7 +113,7 @@ class _Unreadable(_NotTaken):
 
 
 class _NotReady(_NotTaken):
-    """It changed size since it was listed, or is gone: a later listing decides."""
+    """It changed since it was listed, or is gone: a later listing decides."""
 
 
 @dataclass
@@ -116,12 +124,17 @@ class _Batch:
     record: FileRecord
     files: list[SourceFile]
     bad: list[SourceFile]
+    unread: Sequence[SourceFile] = ()
+    """The files of the listing the record does not hold: the horizon stays at or before
+    the oldest of them this batch does not take."""
     consumed: list[SourceFile] = field(default_factory=list)
     """Files read to their end, in order."""
     count: int = 0
     """Their rows."""
     after: FileRecord | None = None
     """The record it commits, once its rows are written."""
+    now_ms: int = 0
+    """The clock when the record it commits was made."""
 
     def rows(self, ingester: FileIngester, metadata: Any) -> Iterator[pa.RecordBatch]:
         """The rows of its files, file after file until ``max_batch_rows`` is reached."""
@@ -139,32 +152,24 @@ class _Batch:
             self.consumed.append(f)
             self.count += rows
 
+    @property
+    def taken(self) -> list[SourceFile]:
+        """The files its commit records: bad ones, and those read."""
+        return [*self.bad, *self.consumed]
+
     def state(self, max_age_ms: int) -> dict[str, pa.Table]:
         """The record with its files (bad ones too), called once its rows are written."""
-        done = {f.relative: f.modified_ms for f in (*self.bad, *self.consumed)}
-        self.after = self.record.with_files(done, max_age_ms)
+        done = {f.relative: f.version for f in self.taken}
+        unread = [
+            f.modified_ms
+            for f in self.unread
+            if f.relative not in done and not self.record.holds(f.relative, f.version)
+        ]
+        self.now_ms = now_ms()
+        self.after = self.record.with_files(
+            done, max_age_ms, now_ms=self.now_ms, unread_ms=min(unread, default=None)
+        )
         return {self.record.name: self.after.to_arrow()}
-
-
-@dataclass
-class FileIngestResult:
-    """What a run ingested."""
-
-    files: int = 0
-    """Files whose rows this run committed."""
-    rows: int = 0
-    bad_files: int = 0
-    """Files this run kept in the bad-records table."""
-    commits: int = 0
-    restarts: int = 0
-    """Times another ingester committed first and this one read the record again."""
-    pending: int = 0
-    """Final files listed and not ingested yet, at the last listing."""
-    behind_horizon: int = 0
-    """Final files at the last listing that are behind the record's horizon and not listed
-    in it: ingested long ago and forgotten, or published too late; not read either way."""
-    not_ready: int = 0
-    """Times a file was left for a later listing (it changed size, or went away)."""
 
 
 class FileIngester:
@@ -233,6 +238,8 @@ class FileIngester:
         self.stop_event = threading.Event()
         self.result = FileIngestResult()
         self._poll = min(0.25, self.max_latency / 4)
+        self._warned: set[str] = set()
+        """Entries of the source warned about as skipped (each once while it stays)."""
 
     def _check_apart(
         self, table: Table | str, what: str, storage_options: Mapping[str, Any] | None
@@ -285,11 +292,12 @@ class FileIngester:
         due_at: dict[str, float] = {}  # when (monotonic) to commit each file: its first listing's
         while True:
             started = time.monotonic()
-            listing = self.source.list()
+            listing = self.source.scan()
             listed_in = time.monotonic() - started
             record = self._record(record)
             reach("files.after_list")
-            fresh = self._fresh(listing, record)
+            self._warned = warn_skipped(listing, self.source.uri, self._warned, self.result)
+            unread = fresh = self._fresh(listing, record)
             if stop_at_end and targets is None:
                 targets = {f.relative for f in fresh}
             if targets is not None:
@@ -309,7 +317,7 @@ class FileIngester:
                 self.stop_event.wait(min(due - now, max(self._poll, 2 * listed_in)))
                 continue
             commits = self.result.commits
-            record = self._ingest(fresh, record)
+            record = self._ingest(fresh, record, unread)
             due_at = {f.relative: due_at[f.relative] for f in fresh}
             if self.stop_event.is_set() and targets is None:
                 break
@@ -317,15 +325,16 @@ class FileIngester:
                 self.stop_event.wait(max(self._poll, 2 * listed_in))
         return self.result
 
-    def _fresh(self, listing: Sequence[SourceFile], record: FileRecord) -> list[SourceFile]:
-        """The files of ``listing`` the record does not hold (those behind its horizon are
-        counted: ingested long ago, or published too late; not read either way)."""
+    def _fresh(self, listing: Listing, record: FileRecord) -> list[SourceFile]:
+        """The files of ``listing`` the record does not hold as the version listed (those
+        behind its horizon are counted: ingested long ago, or published too late; not read
+        either way)."""
         fresh = []
         behind = 0
-        for f in listing:
-            if record.behind(f.relative, f.modified_ms):
+        for f in listing.files:
+            if record.behind(f.relative, f.version):
                 behind += 1
-            elif not record.holds(f.relative, f.modified_ms):
+            elif not record.holds(f.relative, f.version):
                 fresh.append(f)
         self.result.behind_horizon = behind
         return fresh
@@ -337,24 +346,26 @@ class FileIngester:
         age = seen_wall - file.modified_ms / 1000
         return seen + self.max_latency - min(max(age, 0.0), self.max_latency)
 
-    def _ingest(self, fresh: list[SourceFile], record: FileRecord) -> FileRecord:
+    def _ingest(
+        self, fresh: list[SourceFile], record: FileRecord, unread: Sequence[SourceFile]
+    ) -> FileRecord:
         """Commit ``fresh`` (oldest first) in batches; the record once they are in, or once
         the rest must wait for a later listing (they changed, or another ingester moved the
-        record first)."""
+        record first). ``unread``: every file of the listing the record did not hold."""
         left = list(fresh)
         while left and not self.stop_event.is_set():
-            record, later, committed = self._commit_batch(left, record)
+            record, later, committed = self._commit_batch(left, record, unread)
             if not committed:
                 break
             left = [
                 f
                 for f in left
-                if not record.holds(f.relative, f.modified_ms) and f.relative not in later
+                if not record.holds(f.relative, f.version) and f.relative not in later
             ]
         return record
 
     def _commit_batch(
-        self, files: list[SourceFile], record: FileRecord
+        self, files: list[SourceFile], record: FileRecord, unread: Sequence[SourceFile]
     ) -> tuple[FileRecord, set[str], bool]:
         """One commit of the first of ``files`` (until ``max_batch_rows``): (the record
         after it, the files it left for a later listing, whether it committed: not when
@@ -366,7 +377,7 @@ class FileIngester:
             ready = [f for f in files if f.relative not in later]
             if not ready:
                 return record, later, False
-            batch = _Batch(record, ready, bad)
+            batch = _Batch(record, ready, bad, unread)
             metadata = self.table.refresh().snapshot().metadata
             try:
                 result = self.table.append(
@@ -399,6 +410,7 @@ class FileIngester:
             self.result.commits += 1
             self.result.files += len(batch.consumed)
             self.result.rows += batch.count
+            note_taken(batch.taken, batch.record, batch.now_ms, self.source.uri, self.result)
             if self.progress is not None:
                 self.progress(self.result)
             return batch.after, later, True
@@ -411,11 +423,19 @@ class FileIngester:
         defaults = layout_of(metadata).defaults
         where = f"file {f.relative!r}"
         try:
-            if f.size == 0 and self.format in ("json", "csv"):
-                self._check_ready(f)  # no rows (their decoders want a header or a line)
+            if f.size == 0 and self.format == "csv":
+                self._check_ready(f)  # no rows (its decoder wants a header line)
                 return
             with self.source.open(f) as handle:
-                for batch in decode_file(self.format, handle, data_schema):
+                decoded = decode_file(
+                    self.format,
+                    handle,
+                    data_schema,
+                    where=repr(self.table.path),
+                    retired=retired_names(metadata),
+                    defaults=defaults,
+                )
+                for batch in decoded:
                     for conformed in conformed_batches(
                         batch,
                         data_schema,
@@ -437,11 +457,12 @@ class FileIngester:
         self._check_ready(f)
 
     def _check_ready(self, f: SourceFile) -> None:
-        now = self.source.now(f)
+        """:class:`_NotReady` unless the file is still the version listed (what was read)."""
+        now = self.source.current(f)
         if now is None:
             raise _NotReady(f, "gone since it was listed")
-        if now != (f.size, f.modified_ms):
-            raise _NotReady(f, f"changed since it was listed ({f.size} bytes then, {now[0]} now)")
+        if not _unchanged(f.version, now):
+            raise _NotReady(f, f"changed since it was listed ({f.size} bytes then, {now.size} now)")
 
     def _with_metadata(
         self, rows: pa.RecordBatch, f: SourceFile, schema: pa.Schema
@@ -491,7 +512,7 @@ class FileIngester:
             kept = FileRecord.of(
                 "files-bad", self.source.uri, snapshot, self.bad.storage, self.bad.root
             )
-            if kept.holds(f.relative, f.modified_ms):
+            if kept.holds(f.relative, f.version):
                 return  # kept before: a restart or another ingester read it already
             row = pa.table(
                 {
@@ -504,7 +525,7 @@ class FileIngester:
                 },
                 schema=FILE_BAD_RECORDS_SCHEMA,
             )
-            after = kept.with_files({f.relative: f.modified_ms}, self.max_file_age_ms)
+            after = kept.with_files({f.relative: f.version}, self.max_file_age_ms, now_ms=now_ms())
             try:
                 result = self.bad.append(
                     row, markers=kept.marker(), state={kept.name: after.to_arrow()}
@@ -516,6 +537,12 @@ class FileIngester:
             reach("files.after_bad_commit")
             self.result.bad_files += 1
             return
+
+
+def _unchanged(listed: FileVersion, now: FileVersion) -> bool:
+    """Whether the file is still the version listed: the same version, and the same size
+    (what was read was that many bytes)."""
+    return listed.same(now) and (now.size is None or now.size == listed.size)
 
 
 def _options_for(path: str, storage_options: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 import threading
 import unicodedata
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from carbonlite.create import open_table
 from carbonlite.errors import CarbonLiteError, TableNotFoundError
 from carbonlite.metadata.log import LOG_DIR
 from carbonlite.names import MAX_NAME_BYTES, name_problem
+from carbonlite.nofollow import OPEN_DIR, entry_kind
 from carbonlite.serve.wire import quote, text_problem
 from carbonlite.table import Table
 
@@ -42,7 +42,6 @@ __all__ = ["MAX_PARTS", "Catalog", "TableNameError", "name_parts"]
 MAX_PARTS = 16
 """Most ``/``-separated parts in a table name."""
 _PROC_FDS = "/proc/self/fd"
-_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _RULES = (
     "a table name is a relative path such as 'events' or 'sales/eu': parts of 1 to "
     f"{MAX_NAME_BYTES} bytes without '..', '.', '\\', control or format characters"
@@ -157,9 +156,9 @@ class Catalog:
 
     def _step(self, name: str, where: str, part: str, fd: int) -> int:
         try:
-            return os.open(part, _OPEN_DIR, dir_fd=fd)
+            return os.open(part, OPEN_DIR, dir_fd=fd)
         except OSError as exc:
-            kind = _kind(part, fd)
+            kind = entry_kind(part, fd)
             if kind == "link":
                 raise TableNameError(
                     f"table {name!r}: {where!r} under {self.root!r} is a symbolic link; the "
@@ -178,7 +177,7 @@ class Catalog:
     def _check_layout(self, name: str, fd: int) -> None:
         """The table's own directories are real ones (``segments`` may not exist yet)."""
         for sub, needed in (("_carbonlite", True), (LOG_DIR, True), ("segments", False)):
-            kind = _kind(sub, fd)
+            kind = entry_kind(sub, fd)
             if kind == "link":
                 raise TableNameError(
                     f"table {name!r}: its {sub!r} is a symbolic link; the service writes only "
@@ -251,16 +250,3 @@ def _unpinned(text: str, pinned: str, path: str) -> str:
 def _identity(fd: int) -> tuple[int, int]:
     st = os.fstat(fd)
     return st.st_dev, st.st_ino
-
-
-def _kind(path: str, fd: int) -> str:
-    """``path`` relative to directory ``fd``, not following a link: dir, link, other, missing."""
-    try:
-        mode = os.stat(path, dir_fd=fd, follow_symlinks=False).st_mode
-    except FileNotFoundError:
-        return "missing"
-    except OSError:
-        return "other"
-    if stat.S_ISLNK(mode):
-        return "link"
-    return "dir" if stat.S_ISDIR(mode) else "other"

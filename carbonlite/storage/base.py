@@ -70,6 +70,9 @@ class FileStatus:
     size: int
     mtime: float
     """Last modification time, seconds since the epoch (0.0 when the backend has none)."""
+    etag: str | None = None
+    """An object store's entity tag: changes whenever the object's bytes may have (None when
+    the backend has none)."""
 
 
 class RangeReader(abc.ABC):
@@ -176,6 +179,15 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def list(self, path: str, *, recursive: bool = False) -> list[FileStatus]:
         """Files under the directory ``path`` (empty when it does not exist), sorted by path."""
+
+    def status(self, path: str) -> FileStatus:
+        """The file at ``path`` as a listing shows it now; ``FileNotFoundError`` when there is
+        none. (This default lists the file's directory; backends with a cheaper way override
+        it.)"""
+        for found in self.list(path.rsplit("/", 1)[0]):
+            if found.path == path:
+                return found
+        raise FileNotFoundError(self.uri(path))
 
     # --- writing -----------------------------------------------------------------------------
 

@@ -148,6 +148,10 @@ class S3Storage(Storage):
     def size(self, path: str) -> int:
         return int(self._head(path)["size"])
 
+    def status(self, path: str) -> FileStatus:
+        meta = self._head(path)
+        return _status(path.split("/", 1)[0], meta)
+
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         if end is not None and end <= start:
             return b""
@@ -184,10 +188,7 @@ class S3Storage(Storage):
             metas = self._call("list", path, lambda: [m for m in objects() if m["path"] != key])
         except FileNotFoundError:  # no such bucket
             return []
-        out = [
-            FileStatus(f"{bucket}/{m['path']}", int(m["size"]), m["last_modified"].timestamp())
-            for m in metas
-        ]
+        out = [_status(bucket, m) for m in metas]
         out.sort(key=lambda s: s.path)
         return out
 
@@ -438,3 +439,13 @@ class S3Storage(Storage):
                     "CarbonLite refuses to write there"
                 )
             self._verified.add((bucket, header))
+
+
+def _status(bucket: str, meta: ObjectMeta) -> FileStatus:
+    """An object as a listing (or a HEAD request) describes it."""
+    return FileStatus(
+        f"{bucket}/{meta['path']}",
+        int(meta["size"]),
+        meta["last_modified"].timestamp(),
+        meta.get("e_tag"),
+    )

@@ -203,6 +203,38 @@ def test_a_clean_batch_is_one_read_and_a_few_bad_values_a_few_more(
     assert len(calls) <= 2 * 3 * 12 + 1
 
 
+def test_values_given_joined_get_the_same_verdicts() -> None:
+    """A file's lines come joined (``joined=``, issue 38): a batch whose every line is braced
+    is screened by whole-batch scans, any other as values; verdicts and rows are those of the
+    values alone, whatever is around and inside them."""
+    lines = [
+        GOOD,
+        b'{"id": 2, "name": "}\\n{"}',  # the join's marks inside a string
+        b'{"id": 3, "name": "x"}',
+        b'{"id": "three"}',
+        b'{"id": 4, "score": NaN}',
+        b'{"id": 5, "name": "\xff"}',
+        b'{"id": 6} {"id": 7}',
+        b'{"a": "}',  # unterminated: with the next line it would make one object
+        b'{"id": 8}',
+        b"null",
+        b"  {}  ",
+        b"[1]",
+    ]
+    batches = [lines, [GOOD] * 50, lines[:3], [b"{}"], lines[7:9]]
+    for values in batches:
+        joined = b"\n".join(values)
+        assert decode.braced_lines(joined, len(values)) == all(
+            v[:1] == b"{" and v[-1:] == b"}" for v in values
+        )
+        alone = decode_values(list(values), SCHEMA, "t")
+        given = decode_values(list(values), SCHEMA, "t", joined=joined)
+        assert (given.good, given.bad) == (alone.good, alone.bad), values
+        assert given.rows.equals(alone.rows)
+    assert not decode.braced_lines(b"{}\n\n{}", 3)
+    assert not decode.braced_lines(b"{}\n{}", 3)
+
+
 @pytest.mark.parametrize(
     "kind",
     [

@@ -404,6 +404,9 @@ def test_the_command_json_output(tmp_path: Path, table: Path, source: Path) -> N
         "restarts",
         "pending",
         "behind_horizon",
+        "replaced_files",
+        "future_files",
+        "skipped_links",
         "seconds",
     }
     assert {k: v for k, v in out.items() if k != "seconds"} == {
@@ -414,6 +417,9 @@ def test_the_command_json_output(tmp_path: Path, table: Path, source: Path) -> N
         "restarts": 0,
         "pending": 0,
         "behind_horizon": 0,
+        "replaced_files": 0,
+        "future_files": 0,
+        "skipped_links": 0,
     }
     assert isinstance(out["seconds"], float | int) and out["seconds"] >= 0
     again = invoke(*_cli(table, source, "--stop-at-end", "--bad-records", str(bad), "--json"))

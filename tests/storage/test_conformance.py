@@ -97,6 +97,25 @@ def test_list_and_delete(backend: Backend) -> None:
     assert [os.path.basename(f.path) for f in s.list(backend.root)] == ["b.json"]
 
 
+def test_status_is_the_file_as_a_listing_shows_it(backend: Backend) -> None:
+    """``status`` (the file ingester's check after a read, issue 38) agrees with ``list``;
+    an object store's ETag changes with the bytes, and only then."""
+    s = backend.storage
+    s.put(backend.path("sub", "a.json"), b"first")
+    (listed,) = s.list(backend.path("sub"))
+    assert s.status(listed.path) == listed
+    s.put(listed.path, b"other")  # the same size
+    now = s.status(listed.path)
+    assert now.size == 5 and (now.etag is None) == (listed.etag is None)
+    assert (listed.etag is not None) == (s.protocol == "s3")
+    if listed.etag is not None:
+        assert now.etag != listed.etag
+        s.put(listed.path, b"other")
+        assert s.status(listed.path).etag == now.etag
+    with pytest.raises(FileNotFoundError):
+        s.status(backend.path("sub", "missing.json"))
+
+
 def test_append_truncate_when_supported(backend: Backend) -> None:
     s, path = backend.storage, backend.path("seg", "stream.bin")
     if not s.supports_append:
