@@ -371,8 +371,8 @@ cases(
     C,
     partitions_true=lambda d: d.t.overwrite(rows([9]), partitions=True),
     partitions_list=lambda d: d.t.overwrite(rows([9]), partitions=["eu"]),
-    dynamic_missing_partition_column=lambda d: d.t.overwrite(
-        rows([9]).drop_columns(["region"]), partitions="dynamic"
+    dynamic_missing_required_column=lambda d: d.t.overwrite(
+        rows([9]).drop_columns(["id"]), partitions="dynamic"
     ),
     txn_negative=lambda d: d.t.overwrite(rows([9]), txn=("app", -1)),
     schema_mode_bad=lambda d: d.t.overwrite(rows([9]), schema_mode="x"),

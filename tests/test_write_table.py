@@ -187,10 +187,16 @@ def test_an_existing_table_keeps_its_layout(tmp_path: Path) -> None:
         with pytest.raises(cl.InvalidOptionError, match=match):
             cl.write_table(path, pa.table({"id": [2], "r": ["us"]}), mode="append", **kwargs)
     assert cl.open_table(path).version == 1
-    with pytest.raises(cl.SchemaMismatchError, match=r"lacks the columns \['r'\]"):
-        cl.write_table(path, pa.table({"id": [2]}), mode="append")
-    cl.write_table(path, pa.table({"id": [2]}), mode="append", schema_mode="merge")
-    assert cl.open_table(path).version == 2
+    with pytest.raises(cl.SchemaMismatchError, match=r"'x' \(int64\) is not in the schema"):
+        cl.write_table(path, pa.table({"id": [2], "x": [1]}), mode="append")
+    # r, nullable, is left out: written as null; x is added
+    cl.write_table(path, pa.table({"id": [2], "x": [1]}), mode="append", schema_mode="merge")
+    table = cl.open_table(path)
+    assert table.version == 2 and table.schema.names == ["id", "r", "x"]
+    assert table.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "r": "eu", "x": None},
+        {"id": 2, "r": None, "x": 1},
+    ]
 
 
 def test_a_file_in_the_way_and_an_empty_path(tmp_path: Path) -> None:

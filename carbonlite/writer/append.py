@@ -786,7 +786,7 @@ def _incoming(
     rows conformed to it and split by partition); ``parts``: rows already split (a
     publish); ``shown``: as :meth:`TableWriter.write` takes it."""
     schema = snapshot.schema
-    batches: Iterator[pa.RecordBatch] = iter_record_batches(data, schema=schema)
+    batches: Iterator[pa.RecordBatch] = iter_record_batches(data)
     metadata = None
     if merge_schema:
         first = next(batches, None)
@@ -805,7 +805,7 @@ def _incoming(
             batches,
             schema,
             where=log.uri,
-            fill_missing=merge_schema,
+            fill_missing=True,  # the columns rule (conformed_batches) for every append
             defaults=defaults,
             metadata=in_force,
             shown=shown,
@@ -818,7 +818,7 @@ def _incoming(
                 p.data,
                 schema,
                 where=log.uri,
-                fill_missing=False,
+                fill_missing=True,
                 defaults=defaults,
                 metadata=in_force,
                 shown=shown,
