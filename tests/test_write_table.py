@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import carbonlite as cl
+from carbonlite import seams
 from carbonlite.storage import open_storage
 from tests.support.places import Place
 
@@ -311,3 +312,23 @@ def test_a_new_table_is_created_with_its_rows_in_the_next_version(tmp_path: Path
     assert sorted(t.changes(0).column("id").to_pylist()) == [1, 3]
     empty = cl.write_table(tmp_path / "e", pa.table({"id": pa.array([], pa.int64())}))
     assert empty.version == 0 and empty.count_rows() == 0
+
+
+def test_a_new_primary_key_table_takes_its_first_rows_only_if_nobody_wrote_first(
+    tmp_path: Path,
+) -> None:
+    """Between version 0 and the first rows' commit another writer may upsert into the new
+    table: the first rows are then refused rather than committed beside the other's rows of
+    the same key (which would make two rows of one key)."""
+    path = tmp_path / "t"
+    others: list[int | None] = []
+
+    def listener(name: str) -> None:
+        if name == "append.after_data" and not others:  # write_table's rows wait to commit
+            others.append(None)
+            others[0] = cl.open_table(path).append(pa.table({"id": [1], "v": ["other"]})).version
+
+    with seams.listening(listener), pytest.raises(cl.CommitConflictError):
+        cl.write_table(path, pa.table({"id": [1, 2], "v": ["mine", "mine"]}), primary_key=["id"])
+    assert others == [1]
+    assert cl.open_table(path).to_arrow().to_pylist() == [{"id": 1, "v": "other"}]
