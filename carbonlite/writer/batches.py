@@ -204,8 +204,9 @@ def conformed_batches(
     columns (docs/ENGINES.md, "Data in"): data with no column at all is refused; a column the
     data lacks gets its ``defaults`` value (column -> value) if it has one, else, with
     ``fill_missing``, null when it is nullable (a missing non-nullable column is a
-    :class:`SchemaMismatchError`). Without ``fill_missing`` (a writer that replaces whole
-    rows by key) every column without a default must be given, and the error says ``fix``.
+    :class:`SchemaMismatchError`). Without ``fill_missing`` (the file ingester, for which a
+    file lacking a column is a bad file: docs/ENGINES.md says it differs) every column
+    without a default must be given, and the error says ``fix``.
     ``metadata`` (the table's): such an error also names the rename or drop behind a column
     the data has and the table no longer does; and a column widened from date to timestamp
     takes dates. ``shown``: the metadata a ``Table`` object showed its user, whose data names
