@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -36,9 +37,11 @@ from carbonlite.properties import validate_properties
 from carbonlite.reader.changes import reserved_name_problems
 from carbonlite.storage import open_storage
 from carbonlite.table import Table
+from carbonlite.writer.append import TableWriter
 from carbonlite.writer.batches import TableData, new_table_schema, schema_and_batches
 from carbonlite.writer.bloom_files import check_bloom_columns
 from carbonlite.writer.modify import keyed_rows
+from carbonlite.writer.new_table import create_version_zero, write_new_table
 
 __all__ = ["WriteMode", "check_new_table_place", "create_table", "open_table", "write_table"]
 
@@ -145,6 +148,53 @@ def create_table(
     ``year(ts)``, ``month(ts)``, ``day(ts)``, ``hour(ts)``, ``bucket(16, id)``. Every segment
     then holds one partition's rows; a filter on the partition columns skips whole
     partitions before any blocklet statistics are read (docs/LOG.md, "Partitions")."""
+    new = _new_table(
+        path,
+        schema,
+        sort_columns=sort_columns,
+        primary_key=primary_key,
+        partition_by=partition_by,
+        properties=properties,
+        storage_options=storage_options,
+        writer_id=writer_id,
+    )
+    create_version_zero(new.log, new.actions, new.snapshot)
+    return new.table(new.snapshot)
+
+
+@dataclass(frozen=True, slots=True)
+class _NewTable:
+    """A table checked and planned, not yet created: its version 0 (``actions``, giving
+    ``snapshot``), where it goes and who creates it."""
+
+    log: Log
+    actions: list[Action]
+    snapshot: Snapshot
+    options: Mapping[str, Any] | None
+    writer_id: str
+
+    @property
+    def uri(self) -> str:
+        return self.log.uri
+
+    def table(self, snapshot: Snapshot) -> Table:
+        return Table(
+            self.uri, storage_options=self.options, writer_id=self.writer_id, _snapshot=snapshot
+        )
+
+
+def _new_table(
+    path: str | os.PathLike[str],
+    schema: pa.Schema,
+    *,
+    sort_columns: Sequence[str] | None,
+    primary_key: Sequence[str] | None,
+    partition_by: Sequence[str] | None,
+    properties: Mapping[str, str] | None,
+    storage_options: Mapping[str, Any] | None,
+    writer_id: str | None,
+) -> _NewTable:
+    """Everything :func:`create_table` checks and plans before it writes version 0."""
     started = now_ms()
     location = table_location(path)
     # the table's writer identity, chosen now so that the CREATE TABLE commit records it
@@ -202,12 +252,7 @@ def create_table(
         ),
     ]
     snapshot = Snapshot.from_actions(uri, 0, actions)
-    empty = Snapshot(
-        table_path=uri, version=-1, timestamp=0, metadata=metadata, segments={}, txns={}
-    )
-    if not log.try_write(0, actions, empty):
-        raise TableExistsError(f"a CarbonLite table was created at {uri!r} at the same time")
-    return Table(uri, storage_options=options, writer_id=writer_id, _snapshot=snapshot)
+    return _NewTable(log, actions, snapshot, options, writer_id)
 
 
 def open_table(
@@ -261,9 +306,10 @@ def write_table(
     ``string_view`` as ``string``, the binary layouts as ``binary``, ``large_list`` as
     ``list``, a dictionary as its value type), a named pandas index as a column, and no pandas
     metadata; it gets ``partition_by``, ``primary_key``, ``sort_columns`` and ``properties``
-    as :func:`create_table` gives them, and the data in a second commit. For an existing
-    table these must match what it has (or be left out); ``schema_mode`` is as for
-    :meth:`Table.append`."""
+    as :func:`create_table` gives them, and the data in a second commit: all or nothing, the
+    data is read and written before the table is created, so data that fails part-way leaves
+    no table (``writer/new_table.py``). For an existing table these must match what it has (or
+    be left out); ``schema_mode`` is as for :meth:`Table.append`."""
     mode = _write_mode_arg(mode)
     schema_mode = schema_mode_arg(schema_mode)
     location = table_location(path)
@@ -320,7 +366,8 @@ def _create_with(
     options: Mapping[str, Any] | None,
     writer_id: str | None,
 ) -> Table:
-    """A new table of ``data``'s schema, with ``data`` in it (a second commit)."""
+    """A new table of ``data``'s schema, with ``data`` in it (a second commit), or, when the
+    data fails, no table (``writer/new_table.py``)."""
     incoming, batches = schema_and_batches(data)
     if incoming is None:
         raise InvalidOptionError(
@@ -333,7 +380,7 @@ def _create_with(
         rows: TableData = keyed_rows(list(batches), schema, keys, repr(location))
     else:
         rows = batches
-    table = create_table(
+    new = _new_table(
         location,
         schema,
         sort_columns=layout["sort_columns"],
@@ -343,8 +390,10 @@ def _create_with(
         storage_options=options,
         writer_id=writer_id,
     )
-    table.append(rows)
-    return table
+    writer = TableWriter(
+        new.log.storage, new.log.root, writer_id=new.writer_id, storage_options=new.options
+    )
+    return new.table(write_new_table(writer, new.log, new.snapshot, new.actions, rows))
 
 
 def _check_same_layout(

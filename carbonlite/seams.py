@@ -65,8 +65,9 @@ SEAMS: dict[str, str] = {
     "index.before_commit": "build_index wrote the bloom files of the blocklets it read; nothing names them yet",
     "serve.after_wal": "a put's record is durable in the Flight service's log; the put is not in memory, answered or committed",
     "serve.before_flush_commit": "the flusher took a table's pending puts, checked its directory and read their producers' markers; their rows and markers are not committed",
-    # storage (storage/*.py: Storage.swap)
+    # storage (storage/*.py: Storage.swap, Storage.lock)
     "storage.before_swap_write": "a swap read the current value and computed the new one; it has not written it",
+    "storage.lock_busy": "a lock's file is held by another: this one has it open and waits; it holds no lock",
 }
 """Every seam, with what has and has not happened when it is reached."""
 

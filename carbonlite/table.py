@@ -276,14 +276,21 @@ class Table:
         """Append ``data`` (Arrow data, a pandas or Polars DataFrame, any object with
         ``__arrow_c_stream__``) as one atomic commit.
 
-        Columns are cast into the table's types where no value can change (widening
-        integers, any string layout, dictionaries, timestamp units and zones; see
-        ``docs/FORMAT.md``); anything else raises :class:`SchemaMismatchError` naming the
-        column, and so does a column of the table the data lacks (a named pandas index is
-        the column of its name). ``schema_mode="merge"`` writes missing columns as nulls and
-        adds the data's new columns (nullable) in the same commit. With ``txn=(app_id, batch_id)`` the batch id is committed in the same version
-        as the data, and an append whose batch id the table already holds (or passed) is
-        skipped: ``result.skipped`` is then True and nothing is written.
+        The data's columns follow the rule of every writer (docs/ENGINES.md, "Data in"): a
+        named pandas index level is the column of its name; a column of the table the data
+        lacks is written as its default, else as nulls, and refused with
+        :class:`SchemaMismatchError` when it is not nullable (also in the whole rows an
+        append to a primary-key table, an upsert, writes: :meth:`merge` changes some columns);
+        data with no columns is refused; data with no rows commits nothing (``result.version``
+        is None, unless ``schema_mode="merge"`` adds its new columns). Columns are
+        cast into the table's types where no value can change (widening integers, any string
+        layout, dictionaries, timestamp units and zones; see ``docs/FORMAT.md``); anything
+        else raises :class:`SchemaMismatchError` naming the column, and so does a column the
+        table lacks, unless ``schema_mode="merge"``, which adds the data's new columns
+        (nullable) in the same commit. With ``txn=(app_id, batch_id)`` the batch id is
+        committed in the same version as the data, and an append whose batch id the table
+        already holds (or passed) is skipped: ``result.skipped`` is then True and nothing is
+        written.
 
         ``markers``: for writers that track their own progress (an ingester's offset per
         partition, a service's sequence per producer), markers moved by compare-and-set in
@@ -327,7 +334,8 @@ class Table:
         partitions: Literal["all", "dynamic"] = "all",
     ) -> CommitResult:
         """Replace the table's rows with ``data`` in one version (old segments are marked for
-        delete; time travel still sees them until ``clean``). Arguments as :meth:`append`.
+        delete; time travel still sees them until ``clean``). Arguments as :meth:`append`;
+        data with no rows (in the table's columns) leaves the table with none.
 
         ``partitions="dynamic"`` replaces only the partitions ``data`` has rows of (Spark's
         dynamic partition overwrite); the others keep their rows. On an unpartitioned table
@@ -497,8 +505,8 @@ class Table:
     ) -> CommitResult:
         """An append to a primary-key table: the last row of each key of ``data`` replaces
         the table's row of that key, or is inserted. ``shown``: as :meth:`_write` takes it."""
-        # read once (a retry plans again on them); a named pandas index the table has is data
-        batches = list(iter_record_batches(data, schema=self.schema))
+        # read once (a retry plans again on them); a named pandas index is data
+        batches = list(iter_record_batches(data))
         names = list(dict.fromkeys(n for b in batches for n in b.schema.names))
         named_as = (self._snapshot if shown is None else shown).metadata
 
@@ -568,8 +576,8 @@ class Table:
         ):
             if value not in allowed:
                 raise InvalidOptionError(f"{name} must be one of {allowed}, not {value!r}")
-        # read once (a retry plans again on them); a named pandas index the table has is data
-        batches = list(iter_record_batches(source, schema=self.schema))
+        # read once (a retry plans again on them); a named pandas index is data
+        batches = list(iter_record_batches(source))
         plan, version = self._change_rows(
             "MERGE",
             lambda snap, reader: plan_merge(

@@ -196,9 +196,9 @@ cases(
     exists=lambda d: cl.write_table(d.t.path, rows([9])),
     layout_differs=lambda d: cl.write_table(d.t.path, rows([9]), mode="append", partition_by=[]),
     pk_differs=lambda d: cl.write_table(d.pk.path, rows([9]), mode="append", primary_key=["name"]),
-    missing_column=lambda d: cl.write_table(d.t.path, rows([9]).select(["id"]), mode="append"),
+    missing_column=lambda d: cl.write_table(d.t.path, rows([9]).select(["name"]), mode="append"),
     overwrite_missing_column=lambda d: cl.write_table(
-        d.pk.path, rows([9]).drop_columns(["price"]), mode="overwrite"
+        d.pk.path, rows([9]).drop_columns(["id"]), mode="overwrite"
     ),
     partition_unknown=lambda d: cl.write_table(d.new, rows([1]), partition_by=["nope"]),
     data_none=lambda d: cl.write_table(d.new, None),
@@ -227,9 +227,11 @@ cases(
     arrow_array=lambda d: d.t.append(pa.array([1, 2])),
     chunked_array=lambda d: d.t.append(pa.chunked_array([[1, 2]])),
     lazy_frame=lambda d: d.t.append(pl.LazyFrame({"id": [9]})),
-    missing_columns=lambda d: d.t.append(rows([9]).select(["id", "name"])),
-    missing_one_column=lambda d: d.t.append(rows([9]).drop_columns(["ts"])),
-    set_index_unknown_rest=lambda d: d.t.append(pd.DataFrame({"id": [9]}).set_index("id")),
+    missing_columns=lambda d: d.t.append(rows([9]).select(["name", "price"])),
+    missing_one_column=lambda d: d.t.append(rows([9]).drop_columns(["id"])),
+    set_index_unknown_rest=lambda d: d.t.append(
+        pd.DataFrame({"id": [9], "x": [1]}).set_index("id")
+    ),
     extra_column=lambda d: d.t.append(rows([9]).append_column("extra", pa.array([1]))),
     no_columns=lambda d: d.t.append(pa.table({"x": [1]}).drop_columns(["x"])),
     duplicate_columns=lambda d: d.t.append(
@@ -258,7 +260,7 @@ cases(
     pandas_mixed_objects=lambda d: d.t.append(rows([9, 10]).to_pandas().assign(name=["a", 1])),
     pandas_objects=lambda d: d.t.append(rows([9]).to_pandas().assign(name=[object()])),
     pandas_int_names=lambda d: d.t.append(pd.DataFrame({0: [1], 1: [2]})),
-    polars_missing=lambda d: d.t.append(pl.DataFrame({"id": [9]})),
+    polars_missing=lambda d: d.t.append(pl.DataFrame({"name": ["n9"]})),
     txn_str=lambda d: d.t.append(rows([9]), txn="app"),
     txn_short=lambda d: d.t.append(rows([9]), txn=("app",)),
     txn_empty_app=lambda d: d.t.append(rows([9]), txn=("", 1)),
@@ -270,10 +272,10 @@ cases(
     schema_mode_none=lambda d: d.t.append(rows([9]), schema_mode=None),
     schema_mode_upper=lambda d: d.t.append(rows([9]), schema_mode="MERGE"),
     merge_mode_on_pk=lambda d: d.pk.append(rows([9]), schema_mode="merge"),
-    pk_missing_column=lambda d: d.pk.append(rows([9]).drop_columns(["name"])),
+    pk_missing_column=lambda d: d.pk.append(rows([9]).drop_columns(["id"])),
     pk_null_key=lambda d: d.pk.append(rows([9, 10]).set_column(0, "id", pa.array([None, 1]))),
     pk_index_and_a_missing_column=lambda d: d.pk.append(
-        rows([9]).to_pandas().set_index("id").drop(columns=["name"])
+        rows([9]).to_pandas().set_index("name").drop(columns=["id"])
     ),
 )
 cases(
@@ -281,9 +283,9 @@ cases(
     cl.CarbonLiteError,
     partitions_none=lambda d: d.t.overwrite(rows([9]), partitions=None),
     partitions_upper=lambda d: d.t.overwrite(rows([9]), partitions="ALL"),
-    missing_column=lambda d: d.t.overwrite(rows([9]).drop_columns(["name"])),
+    missing_column=lambda d: d.t.overwrite(rows([9]).drop_columns(["id"])),
     data_none=lambda d: d.t.overwrite(None),
-    pk_missing=lambda d: d.pk.overwrite(rows([9]).drop_columns(["price"])),
+    pk_missing=lambda d: d.pk.overwrite(rows([9]).drop_columns(["id"])),
 )
 
 # --- reads: columns, filters, versions, timestamps ---------------------------------------------
@@ -587,7 +589,7 @@ cases(
     payload_int=lambda d: d.t.publish({("eu",): 5}),
     payload_wrong_partition=lambda d: d.t.publish({("eu",): rows([2])}),
     payload_unknown_key=lambda d: d.t.publish({("mars", "x"): rows([1])}),
-    missing_column=lambda d: d.t.publish(rows([1]).drop_columns(["name"])),
+    missing_column=lambda d: d.t.publish(rows([1]).drop_columns(["id"])),
     state_int=lambda d: d.t.publish(rows([1]), state=5),
     state_value=lambda d: d.t.publish(rows([1]), state={"s": 5}),
     state_key=lambda d: d.t.publish(rows([1]), state={1: pa.table({"a": [1]})}),

@@ -10,6 +10,9 @@ import pyarrow as pa
 import pytest
 
 import carbonlite as cl
+from carbonlite import seams
+from carbonlite.storage import open_storage
+from tests.support.places import Place
 
 pd = pytest.importorskip("pandas")
 pl = pytest.importorskip("polars")
@@ -187,10 +190,16 @@ def test_an_existing_table_keeps_its_layout(tmp_path: Path) -> None:
         with pytest.raises(cl.InvalidOptionError, match=match):
             cl.write_table(path, pa.table({"id": [2], "r": ["us"]}), mode="append", **kwargs)
     assert cl.open_table(path).version == 1
-    with pytest.raises(cl.SchemaMismatchError, match=r"lacks the columns \['r'\]"):
-        cl.write_table(path, pa.table({"id": [2]}), mode="append")
-    cl.write_table(path, pa.table({"id": [2]}), mode="append", schema_mode="merge")
-    assert cl.open_table(path).version == 2
+    with pytest.raises(cl.SchemaMismatchError, match=r"'x' \(int64\) is not in the schema"):
+        cl.write_table(path, pa.table({"id": [2], "x": [1]}), mode="append")
+    # r, nullable, is left out: written as null; x is added
+    cl.write_table(path, pa.table({"id": [2], "x": [1]}), mode="append", schema_mode="merge")
+    table = cl.open_table(path)
+    assert table.version == 2 and table.schema.names == ["id", "r", "x"]
+    assert table.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "r": "eu", "x": None},
+        {"id": 2, "r": None, "x": 1},
+    ]
 
 
 def test_a_file_in_the_way_and_an_empty_path(tmp_path: Path) -> None:
@@ -207,3 +216,119 @@ def test_an_empty_table_creates_an_empty_table(tmp_path: Path) -> None:
     t = cl.write_table(tmp_path / "t", pa.table({"id": pa.array([], pa.int32())}))
     assert t.version == 0 and t.schema == pa.schema([("id", pa.int32())])
     assert t.to_arrow().num_rows == 0
+
+
+# --- all or nothing (issue 38 §3) ----------------------------------------------------------------
+
+
+def _failing(first: pa.Table) -> pa.RecordBatchReader:
+    """A reader of ``first`` whose source then fails (a dropped connection, say)."""
+
+    def batches() -> Any:
+        yield from first.to_batches()
+        raise ConnectionError("the source went away")
+
+    return pa.RecordBatchReader.from_batches(first.schema, batches())
+
+
+def _everything(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda rows: _failing(rows),
+        lambda rows: [*rows.to_batches(), pa.record_batch({"other": [1]})],
+        lambda rows: [*rows.to_batches(), rows.slice(0, 1).set_column(0, "id", pa.array(["x"]))],
+    ],
+    ids=["source_fails", "second_batch_other_columns", "second_batch_wrong_type"],
+)
+@pytest.mark.parametrize("partition_by", [None, ["r"]], ids=["plain", "partitioned"])
+def test_a_failed_write_table_leaves_no_table(
+    tmp_path: Path, bad: Any, partition_by: list[str] | None
+) -> None:
+    """The rows are written before the table exists: data failing part-way (after blocklets
+    of several partitions were written) leaves nothing, so the same call with good data makes
+    the table, instead of failing with TableExistsError."""
+    path = tmp_path / "t"
+    rows = pa.table({"id": list(range(40)), "r": [f"p{i % 4}" for i in range(40)]})
+    props = {"blocklet_max_rows": "5"}
+    with pytest.raises(cl.CarbonLiteError) as info:
+        cl.write_table(path, bad(rows), partition_by=partition_by, properties=props)
+    assert isinstance(info.value, (cl.DataSourceError, cl.SchemaMismatchError))
+    assert not path.exists(), _everything(path)
+    with pytest.raises(cl.TableNotFoundError):
+        cl.open_table(path)
+    t = cl.write_table(path, rows, partition_by=partition_by, properties=props)
+    assert [h.operation for h in t.history()] == ["APPEND", "CREATE TABLE"]
+    assert _ids(t) == list(range(40))
+    assert t.verify().ok
+
+
+def test_a_failed_write_table_into_a_directory_leaves_the_directory_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t"
+    path.mkdir()
+    (path / "README").write_text("the user's")
+    with pytest.raises(cl.DataSourceError):
+        cl.write_table(path, _failing(pa.table({"id": [1, 2]})))
+    assert _everything(path) == ["README"]
+    cl.write_table(path, pa.table({"id": [1, 2]}))
+    assert cl.open_table(path).count_rows() == 2
+
+
+def _leaves_no_object(path: str, options: dict[str, Any] | None) -> None:
+    storage, root = open_storage(path, options)
+    with pytest.raises(cl.DataSourceError):
+        cl.write_table(
+            path,
+            _failing(pa.table({"id": [1, 2, 3]})),
+            properties={"blocklet_max_rows": "1"},
+            storage_options=options,
+        )
+    assert storage.list(root, recursive=True) == []
+    with pytest.raises(cl.TableNotFoundError):
+        cl.open_table(path, storage_options=options)
+    t = cl.write_table(path, pa.table({"id": [1, 2]}), storage_options=options)
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 2]
+
+
+def test_a_failed_write_table_leaves_no_object_in_memory() -> None:
+    _leaves_no_object(f"memory://write-table-{datetime.datetime.now(UTC).timestamp()}", None)
+
+
+def test_a_failed_write_table_leaves_no_object_locally_or_on_s3(place: Place) -> None:
+    """On S3 each blocklet write is an object of its own, written under a lease: neither the
+    objects nor the lease record is left."""
+    _leaves_no_object(place.uri("t"), place.storage_options)
+
+
+def test_a_new_table_is_created_with_its_rows_in_the_next_version(tmp_path: Path) -> None:
+    """Version 0 creates the table, version 1 holds the rows: the change feed sees them."""
+    t = cl.write_table(tmp_path / "t", pa.table({"id": [3, 1, 3]}), primary_key=["id"])
+    assert t.version == 1 and _ids(t) == [1, 3]
+    assert sorted(t.changes(0).column("id").to_pylist()) == [1, 3]
+    empty = cl.write_table(tmp_path / "e", pa.table({"id": pa.array([], pa.int64())}))
+    assert empty.version == 0 and empty.count_rows() == 0
+
+
+def test_a_new_primary_key_table_takes_its_first_rows_only_if_nobody_wrote_first(
+    tmp_path: Path,
+) -> None:
+    """Between version 0 and the first rows' commit another writer may upsert into the new
+    table: the first rows are then refused rather than committed beside the other's rows of
+    the same key (which would make two rows of one key)."""
+    path = tmp_path / "t"
+    others: list[int | None] = []
+
+    def listener(name: str) -> None:
+        if name == "append.after_data" and not others:  # write_table's rows wait to commit
+            others.append(None)
+            others[0] = cl.open_table(path).append(pa.table({"id": [1], "v": ["other"]})).version
+
+    with seams.listening(listener), pytest.raises(cl.CommitConflictError):
+        cl.write_table(path, pa.table({"id": [1, 2], "v": ["mine", "mine"]}), primary_key=["id"])
+    assert others == [1]
+    assert cl.open_table(path).to_arrow().to_pylist() == [{"id": 1, "v": "other"}]

@@ -3,12 +3,15 @@
 Every command prints a human view (tables fitted to the output's width, see ``layout.py``)
 or, with ``--json``, one JSON document. Errors print one line to stderr and exit with status
 1 (2 for usage errors, from click). Progress bars go to stderr, only when it is a terminal.
+A reader that goes away (``carbonlite ... | head -1``) ends nothing: the command does its
+work, the rest of its output goes nowhere, and its exit status is its own (:func:`main`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -120,8 +123,6 @@ def fail_cleanly(fn: F) -> F:
             return fn(*args, **kwargs)
         except CarbonLiteError as exc:
             _print_error(type(exc).__name__, str(exc))
-            raise typer.Exit(1) from None
-        except BrokenPipeError:  # the reader of our output went away (``| head``)
             raise typer.Exit(1) from None
         except OSError as exc:
             where = kwargs.get("path") or kwargs.get("directory")
@@ -574,7 +575,42 @@ def history(
     )
 
 
+class _ReaderMayLeave:
+    """A text stream (stdout, stderr) whose reader may close the pipe before the command ends
+    (``| head -1``). Once it has, what is written goes to ``os.devnull`` (the descriptor
+    itself, so the interpreter's last flush finds it too) and the command carries on."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._to_nowhere()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_nowhere()
+
+    def _to_nowhere(self) -> None:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(nowhere, self._stream.fileno())
+        finally:
+            os.close(nowhere)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """Entry point of the console script (``carbonlite/cli/__init__.py`` registers every
-    command with ``app``)."""
+    command with ``app``). A closed stdout or stderr is no error of the command's: every
+    command writes through :class:`_ReaderMayLeave`."""
+    sys.stdout = _ReaderMayLeave(sys.stdout)
+    sys.stderr = _ReaderMayLeave(sys.stderr)
     app()

@@ -28,6 +28,7 @@ from carbonlite.metadata import Log, Snapshot
 from carbonlite.metadata.log import INDEX_SUFFIX, META_DIR
 from carbonlite.seams import reach
 from carbonlite.storage import TEMP_PREFIX, Storage
+from carbonlite.storage.local import SWAP_LOCK_SUFFIX
 from carbonlite.writer.append import LOCK_DIR, owner_lock_paths
 from carbonlite.writer.lease import LEASE_DIR, read_leases
 
@@ -71,19 +72,13 @@ def _owning(storage: Storage, root: str, rel: str) -> Iterator[None]:
     """Hold every owner lock of ``rel`` (WriterConflictError if a writer holds one).
 
     The locks are taken even when their files do not exist yet (creating them): a writer that
-    starts now then waits for recover instead of appending while recover cuts the file. Lock
-    files created here are deleted again before they are released.
+    starts now then waits for recover instead of appending while recover cuts the file. Their
+    files go again as the locks are released (``Storage.lock``).
     """
     with ExitStack() as stack:
-        created = []
         for path in owner_lock_paths(storage, root, rel):
-            existed = storage.exists(path)
             stack.enter_context(storage.lock(path, timeout=0))
-            if not existed and storage.exists(path):
-                created.append(path)
         yield
-        for path in created:  # still held: a writer waiting on it re-checks and retries
-            storage.delete(path)
 
 
 def recover(
@@ -166,7 +161,12 @@ def recover(
             freed += status.size
             if not dry_run:
                 storage.delete(status.path)
-        elif old and rel.startswith(LOCK_DIR + "/") and not dry_run:
+        elif (
+            old
+            and not dry_run
+            and (rel.startswith(LOCK_DIR + "/") or name.endswith(SWAP_LOCK_SUFFIX))
+        ):
+            # a lock file left by a process killed while it held the lock (a writer's, a swap's)
             _remove_idle_lock(storage, status.path)
     if not dry_run:
         expired = [lease for lease in leases if lease.expires_ms <= now * 1000]
@@ -179,9 +179,10 @@ def recover(
 
 
 def _remove_idle_lock(storage: Storage, path: str) -> None:
-    """Delete a lock file nobody holds (locks re-check that their file still exists)."""
+    """Delete a lock file nobody holds (one a killed process left): taking the lock and
+    letting it go deletes its file (``Storage.lock``)."""
     try:
         with storage.lock(path, timeout=0):
-            storage.delete(path)
+            pass
     except WriterConflictError:
         pass

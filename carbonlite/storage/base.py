@@ -260,7 +260,8 @@ class Storage(abc.ABC):
         """Hold an exclusive lock named by ``path`` (waiting up to ``timeout`` seconds), or raise
         :class:`~carbonlite.errors.WriterConflictError`. It guards a writer identity's stream
         files against a second live writer with the same identity. Object stores need none:
-        their writers never truncate or append to an existing object."""
+        their writers never truncate or append to an existing object. A backend whose lock is
+        a file removes it as it lets go, so a process that ends leaves none behind."""
         return nullcontext()
 
     def is_locked(self, path: str) -> bool:

@@ -170,6 +170,16 @@ class _LocalAppender(Appender):
                 self._fd = -1
 
 
+def _names(path: str, fd: int) -> bool:
+    """Whether ``path`` names the file open as ``fd`` (a lock file not deleted meanwhile)."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (found.st_ino, found.st_dev) == (held.st_ino, held.st_dev)
+
+
 class LocalStorage(Storage):
     """The local filesystem."""
 
@@ -260,8 +270,8 @@ class LocalStorage(Storage):
         file is read, changed and durably replaced (:meth:`put`), so ``change`` runs once and
         every other swapper, in this process or another, waits for its turn. A swapper paused
         inside (at ``change`` or at the ``storage.before_swap_write`` seam) therefore blocks
-        the others, up to :data:`~carbonlite.storage.base.SWAP_LOCK_TIMEOUT`; the lock file
-        stays beside the file for the next swap."""
+        the others, up to :data:`~carbonlite.storage.base.SWAP_LOCK_TIMEOUT`; the lock file is
+        there only while a swap holds it (:meth:`lock`)."""
         lock_path = f"{path}{SWAP_LOCK_SUFFIX}"
         with contextlib.ExitStack() as held:
             try:
@@ -306,8 +316,11 @@ class LocalStorage(Storage):
     def lock(self, path: str, *, timeout: float) -> Iterator[None]:
         """``flock`` on a lock file: exclusive between processes (and open files) of this host.
 
-        After locking, the path must still name the locked file: a lock file deleted (by
-        ``recover``) or replaced meanwhile is not a lock, so the attempt starts over.
+        The lock file exists only while it is held: the holder deletes it before it lets go
+        (a process that ends, normally or by an error, leaves none; one killed leaves its file
+        for ``recover``). So after locking, the path must still name the locked file: a waiter
+        that opened a file its holder deleted (or one ``recover`` deleted) holds no lock, and
+        starts over on the file the path names now.
         """
         os.makedirs(os.path.dirname(path), exist_ok=True)
         deadline = time.monotonic() + timeout
@@ -324,12 +337,9 @@ class LocalStorage(Storage):
                                 f"{path!r} is held by another live writer (waited {timeout:g} s): "
                                 "give every concurrent writer its own writer id"
                             ) from None
+                        reach("storage.lock_busy")
                         time.sleep(0.01)
-                try:
-                    current = os.stat(path).st_ino
-                except FileNotFoundError:
-                    current = -1
-                if current != os.fstat(fd).st_ino:
+                if not _names(path, fd):
                     os.close(fd)
                     continue
             except BaseException:
@@ -338,7 +348,11 @@ class LocalStorage(Storage):
             try:
                 yield
             finally:
-                os.close(fd)  # closing the descriptor releases the lock
+                try:
+                    if _names(path, fd):  # still held: a waiter on this file starts over
+                        os.unlink(path)
+                finally:
+                    os.close(fd)  # closing the descriptor releases the lock
             return
 
     def is_locked(self, path: str) -> bool:

@@ -477,6 +477,45 @@ class TableWriter:
                     shown=shown,
                 )
 
+    def stage(self, log: Log, snapshot: Snapshot, data: TableData) -> AppendCommit | None:
+        """``data`` written as an append planned on ``snapshot``, not committed: the pending
+        commit (None when ``data`` holds no rows), for :meth:`commit_staged` under the same
+        :meth:`owned` and :meth:`leased`. ``write_table`` writes a new table's first rows so,
+        before the table exists (``writer/new_table.py``)."""
+        return self._staged(
+            log,
+            snapshot,
+            data,
+            txn=None,
+            overwrite=False,
+            operation="APPEND",
+            merge_schema=False,
+            started_ms=now_ms(),
+            changes=RowChanges(),
+            parts=None,
+            fresh=False,
+            overwrite_partitions=None,
+            states=(),
+            progress={},
+            shown=None,
+        )
+
+    def commit_staged(
+        self,
+        log: Log,
+        snapshot: Snapshot,
+        pending: AppendCommit,
+        lease: Lease | None,
+        read_version: int,
+    ) -> tuple[CommitResult, Snapshot]:
+        """Commit written blocklets: checks the ``lease`` they were written under, if any, and
+        commits ``pending`` (planned on ``read_version``) from ``snapshot``."""
+        reach("append.after_data")
+        if lease is not None:
+            reach("lease.before_check")
+            lease.check()
+        return self._commit(log, snapshot, pending, read_version)
+
     def _write_and_commit(
         self,
         log: Log,
@@ -499,6 +538,48 @@ class TableWriter:
     ) -> tuple[CommitResult, Snapshot]:
         """Plan (the schema, the rows by partition), write the blocklets, build the commit
         and commit it."""
+        pending = self._staged(
+            log,
+            snapshot,
+            data,
+            txn=txn,
+            overwrite=overwrite,
+            operation=operation,
+            merge_schema=merge_schema,
+            started_ms=started_ms,
+            changes=changes,
+            parts=parts,
+            fresh=fresh,
+            overwrite_partitions=overwrite_partitions,
+            states=states,
+            progress=progress,
+            shown=shown,
+        )
+        if pending is None:
+            return CommitResult(None, operation), snapshot
+        read = snapshot.version if changes.read_version is None else changes.read_version
+        return self.commit_staged(log, snapshot, pending, lease, read)
+
+    def _staged(
+        self,
+        log: Log,
+        snapshot: Snapshot,
+        data: TableData,
+        *,
+        txn: TxnMarker | None,
+        overwrite: bool,
+        operation: str,
+        merge_schema: bool,
+        started_ms: int,
+        changes: RowChanges,
+        parts: Sequence[PartitionRows] | None,
+        fresh: bool,
+        overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None,
+        states: StatesArg,
+        progress: Mapping[str, tuple[int | None, int]],
+        shown: TableMetadata | None,
+    ) -> AppendCommit | None:
+        """Plan and write the blocklets, and build the commit (None: nothing to commit)."""
         schema, metadata, parts = _incoming(log, snapshot, data, merge_schema, parts, shown)
         written_with = snapshot.metadata if metadata is None else metadata[1]
         written = self._write_parts(
@@ -516,8 +597,8 @@ class TableWriter:
             and not states
             and not progress
         ):
-            return CommitResult(None, operation), snapshot
-        pending = AppendCommit(
+            return None
+        return AppendCommit(
             appends=tuple(written.appends),
             new_segments=frozenset(written.new_segments),
             txn=txn,
@@ -537,12 +618,6 @@ class TableWriter:
             states=states,
             progress=progress,
         )
-        reach("append.after_data")
-        if lease is not None:
-            reach("lease.before_check")
-            lease.check()
-        read = snapshot.version if changes.read_version is None else changes.read_version
-        return self._commit(log, snapshot, pending, read)
 
     def _write_parts(
         self,
@@ -786,7 +861,7 @@ def _incoming(
     rows conformed to it and split by partition); ``parts``: rows already split (a
     publish); ``shown``: as :meth:`TableWriter.write` takes it."""
     schema = snapshot.schema
-    batches: Iterator[pa.RecordBatch] = iter_record_batches(data, schema=schema)
+    batches: Iterator[pa.RecordBatch] = iter_record_batches(data)
     metadata = None
     if merge_schema:
         first = next(batches, None)
@@ -805,7 +880,7 @@ def _incoming(
             batches,
             schema,
             where=log.uri,
-            fill_missing=merge_schema,
+            fill_missing=True,  # the columns rule (conformed_batches) for every append
             defaults=defaults,
             metadata=in_force,
             shown=shown,
@@ -818,7 +893,7 @@ def _incoming(
                 p.data,
                 schema,
                 where=log.uri,
-                fill_missing=False,
+                fill_missing=True,
                 defaults=defaults,
                 metadata=in_force,
                 shown=shown,

@@ -46,12 +46,26 @@ def _is_frame(data: object, module: str) -> bool:
     return kind.__name__ in ("DataFrame", "LazyFrame") and kind.__module__.split(".")[0] == module
 
 
-def _index_levels(data: Any, schema: pa.Schema | None) -> list[str]:
-    """The levels of a pandas DataFrame's index that are data: the named ones (an unnamed
-    index, such as the default ``RangeIndex``, only numbers the rows) that ``schema`` has as
-    columns (every named one when ``schema`` is None) and the frame has not as a column too."""
+def _index_levels(data: Any) -> list[str]:
+    """The levels of a pandas DataFrame's index that are data: every named one (an unnamed
+    index, such as the default ``RangeIndex``, only numbers the rows). A level named as a
+    column of the frame is that column when their values are the same (``set_index("id",
+    drop=False)``), and refused when they differ: one of them would be lost."""
     names = [n for n in data.index.names if isinstance(n, str)]
-    return [n for n in names if (schema is None or n in schema.names) and n not in data.columns]
+    both = [n for n in names if n in data.columns]
+    differ = [
+        n
+        for n in both
+        if not data.index.get_level_values(n).to_series(index=data.index).equals(data[n])
+    ]
+    if differ:
+        raise SchemaMismatchError(
+            "the pandas DataFrame has an index level and a column of the same name, with "
+            f"different values: {', '.join(map(repr, differ))}; a named index level is a column "
+            "of its name, so rename one of them (df.rename_axis(...)) or drop the level "
+            "(df.reset_index(level=..., drop=True))"
+        )
+    return [n for n in names if n not in both]
 
 
 def _failing_column(data: Any) -> str:
@@ -64,7 +78,7 @@ def _failing_column(data: Any) -> str:
     return "a column Arrow cannot convert"
 
 
-def _from_pandas(data: Any, schema: pa.Schema | None) -> pa.Table:
+def _from_pandas(data: Any) -> pa.Table:
     """A pandas DataFrame's columns, and the index levels :func:`_index_levels` names as
     data; an unnamed index is not data (``reset_index()`` to keep it)."""
     twice = sorted({str(n) for n in data.columns[data.columns.duplicated()]})
@@ -73,7 +87,7 @@ def _from_pandas(data: Any, schema: pa.Schema | None) -> pa.Table:
             f"the pandas DataFrame has more than one column named {', '.join(map(repr, twice))}: "
             "a table's columns have unique names; drop or rename the repeats first"
         )
-    levels = _index_levels(data, schema)
+    levels = _index_levels(data)
     if levels:
         data = data.reset_index(level=levels)
     try:
@@ -119,33 +133,32 @@ def _pulled(source: Iterable[Any], data: object) -> Iterator[Any]:
         yield item
 
 
-def iter_record_batches(
-    data: TableData, *, schema: pa.Schema | None = None
-) -> Iterator[pa.RecordBatch]:
+def iter_record_batches(data: TableData) -> Iterator[pa.RecordBatch]:
     """The record batches of ``data``, lazily for readers and iterables. A pandas
-    DataFrame's named index levels are columns too: those ``schema`` (the table written to)
-    has, every one when ``schema`` is None (the data defines a new table)."""
+    DataFrame's named index levels are columns too (:func:`_index_levels`). Data whose columns
+    are known gives at least one batch, an empty one when it holds no rows, so that its
+    columns are checked as any data's; only an iterable that yields nothing gives none."""
     if _is_frame(data, "pandas"):
-        yield from _from_pandas(data, schema).to_batches()
+        yield from _at_least_one(_from_pandas(data))
     elif _is_frame(data, "polars") and type(data).__name__ == "LazyFrame":
         raise InvalidOptionError(
             "a Polars LazyFrame is a query, not data: append lazy_frame.collect() (or "
             "collect(engine='streaming')) instead"
         )
     elif isinstance(data, pa.Table):
-        yield from data.to_batches()
+        yield from _at_least_one(data)
     elif isinstance(data, pa.RecordBatch):
         yield data
     elif isinstance(data, pa.RecordBatchReader):
-        yield from _pulled(data, data)
+        yield from _at_least_one(data)
     elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, (str, bytes)):
-        yield from _pulled(_stream_reader(data), data)
+        yield from _at_least_one(_stream_reader(data), source=data)
     elif isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
         for item in _pulled(data, data):
             if isinstance(item, pa.RecordBatch):
                 yield item
             elif isinstance(item, pa.Table):
-                yield from item.to_batches()
+                yield from _at_least_one(item)
             else:
                 raise InvalidOptionError(
                     f"expected pyarrow RecordBatches in the iterable, found {type(item).__name__}"
@@ -156,6 +169,24 @@ def iter_record_batches(
             "RecordBatches, a pandas or Polars DataFrame or an object with __arrow_c_stream__, "
             f"not {type(data).__name__}"
         )
+
+
+def _at_least_one(
+    data: pa.Table | pa.RecordBatchReader, *, source: object = None
+) -> Iterator[pa.RecordBatch]:
+    """The batches of a table or reader, or one empty batch of its schema when it has none.
+    A reader's source failing is a :class:`DataSourceError` naming ``source`` (the user's
+    object the reader reads; by default the reader)."""
+    if isinstance(data, pa.Table):
+        batches: Iterable[pa.RecordBatch] = data.to_batches()
+    else:
+        batches = _pulled(data, data if source is None else source)
+    empty = True
+    for batch in batches:
+        empty = False
+        yield batch
+    if empty:
+        yield pa.RecordBatch.from_pylist([], schema=data.schema)
 
 
 def conformed_batches(
@@ -169,19 +200,27 @@ def conformed_batches(
     fix: str | None = None,
     shown: Any = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Batches of ``data`` in ``schema``'s exact shape. Columns with ``defaults`` (column
-    -> value) the data lacks get their default. ``fill_missing``: other nullable columns the
-    data lacks become null (``schema_mode="merge"``, a Spark or Flight writer); otherwise a
-    column the data lacks is a :class:`SchemaMismatchError` naming every one, and saying
-    ``fix`` (what the writer can do; by default: pass ``schema_mode='merge'``). ``metadata``
-    (the table's): such an error also names the rename or drop behind a column the data has
-    and the table no longer does; and a column widened from date to timestamp takes dates.
-    ``shown``: the metadata a ``Table`` object showed its user, whose data names columns as
-    they were then: a column of it renamed or dropped since (by id, in ``metadata``) refuses
-    the data with :class:`StaleSchemaError`, even when another column has its name now."""
+    """Batches of ``data`` in ``schema``'s exact shape, by the rule of every writer for the
+    columns (docs/ENGINES.md, "Data in"): data with no column at all is refused; a column the
+    data lacks gets its ``defaults`` value (column -> value) if it has one, else, with
+    ``fill_missing``, null when it is nullable (a missing non-nullable column is a
+    :class:`SchemaMismatchError`). Without ``fill_missing`` (the file ingester, for which a
+    file lacking a column is a bad file: docs/ENGINES.md says it differs) every column
+    without a default must be given, and the error says ``fix``.
+    ``metadata`` (the table's): such an error also names the rename or drop behind a column
+    the data has and the table no longer does; and a column widened from date to timestamp
+    takes dates. ``shown``: the metadata a ``Table`` object showed its user, whose data names
+    columns as they were then: a column of it renamed or dropped since (by id, in
+    ``metadata``) refuses the data with :class:`StaleSchemaError`, even when another column
+    has its name now."""
     from_dates = widened_from_dates(metadata) if metadata is not None else frozenset()
     checked: list[str] | None = None
-    for batch in iter_record_batches(data, schema=schema):
+    for batch in iter_record_batches(data):
+        if batch.num_columns == 0:
+            raise SchemaMismatchError(
+                f"data for {where} has no columns (an empty DataFrame?); nothing was written: "
+                f"give rows in some of the table's columns {schema.names}"
+            )
         if shown is not None and batch.schema.names != checked:
             check_not_moved(batch.schema.names, shown, metadata, where)
             checked = batch.schema.names
@@ -190,8 +229,12 @@ def conformed_batches(
         if from_dates:
             batch = _dates_widened(batch, schema, from_dates)
         try:
-            if not fill_missing:
-                check_complete(batch.schema, schema, where=where, fix=fix or _FILL_WITH_MERGE)
+            if fill_missing:
+                check_complete(
+                    batch.schema, schema, where=where, fix=_GIVE_REQUIRED, nullable_may_miss=True
+                )
+            else:
+                check_complete(batch.schema, schema, where=where, fix=fix or _GIVE_EVERY_COLUMN)
             conformed = conform_batch(
                 batch, schema, where=where, allow_missing_nullable=fill_missing
             )
@@ -244,18 +287,25 @@ def _with_defaults(
     return batch
 
 
-_FILL_WITH_MERGE = "give them in the data, or pass schema_mode='merge' to write them as nulls"
+_GIVE_REQUIRED = "they are not nullable (and have no default), so give them in the data"
+_GIVE_EVERY_COLUMN = "give every column in the data"
 
 
-def check_complete(found: pa.Schema, schema: pa.Schema, *, where: str, fix: str) -> None:
+def check_complete(
+    found: pa.Schema, schema: pa.Schema, *, where: str, fix: str, nullable_may_miss: bool = False
+) -> None:
     """Raise :class:`SchemaMismatchError` when data of schema ``found`` lacks columns of
-    ``schema`` (``schema_mode="strict"``: a missing column is not a null one), naming them
-    and saying ``fix``, what to do instead; its differences list every other one too."""
-    missing = [f.name for f in schema if f.name not in found.names]
+    ``schema`` (only non-nullable ones with ``nullable_may_miss``), naming them and saying
+    ``fix``, what to do instead; its differences list every other one too."""
+    missing = [
+        f.name
+        for f in schema
+        if f.name not in found.names and not (nullable_may_miss and f.nullable)
+    ]
     if missing:
         raise SchemaMismatchError(
             f"data for {where} lacks the columns {missing} of the table: {fix}",
-            schema_differences(schema, found),
+            schema_differences(schema, found, allow_missing_nullable=nullable_may_miss),
         )
 
 
@@ -313,7 +363,7 @@ def schema_and_batches(data: TableData) -> tuple[pa.Schema | None, Iterator[pa.R
     """The schema of ``data`` (every named pandas index level a column) and its batches,
     read lazily; the schema is None only for an iterable that holds no batch at all."""
     if _is_frame(data, "pandas"):
-        data = _from_pandas(data, None)
+        data = _from_pandas(data)
     elif hasattr(data, "__arrow_c_stream__") and not isinstance(
         data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader, str, bytes)
     ):

@@ -22,16 +22,11 @@ import pyarrow.compute as pc
 from carbonlite.errors import DuplicateKeyError, InvalidOptionError, SchemaMismatchError
 from carbonlite.format.conform import conform_value
 from carbonlite.metadata import BlockletEntry, Snapshot
-from carbonlite.metadata.columns import former_name_problems
+from carbonlite.metadata.columns import former_name_problems, layout_of
 from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
-from carbonlite.writer.batches import (
-    TableData,
-    check_complete,
-    conformed_batches,
-    iter_record_batches,
-)
+from carbonlite.writer.batches import TableData, conformed_batches, iter_record_batches
 from carbonlite.writer.row_changes import (
     KeyCache,
     Selection,
@@ -183,7 +178,7 @@ def source_table(
 ) -> pa.Table:
     """``source`` in the columns of ``schema`` it has. ``metadata`` (the table's): a column
     it has under a name the table renamed or dropped is refused naming that change."""
-    batches = list(iter_record_batches(source, schema=schema))
+    batches = list(iter_record_batches(source))
     if not batches:  # an empty pyarrow Table can have no batches at all
         return schema.empty_table()
     names = batches[0].schema.names
@@ -442,20 +437,16 @@ def keyed_rows(
     data: TableData, schema: pa.Schema, keys: Sequence[str], where: str, metadata: Any = None
 ) -> pa.Table:
     """``data`` for a primary-key table (an upsert or an overwrite): whole rows, in
-    ``schema``'s columns, the last row of each key (:func:`deduplicated`). A column the data
-    lacks is refused: the row written replaces the table's whole row of its key, so a
-    missing column would silently become null."""
+    ``schema``'s columns, the last row of each key (:func:`deduplicated`). The row written
+    replaces the table's whole row of its key, so a column the data lacks is what the columns
+    rule (:func:`conformed_batches`) makes it in any append: its default, else null, and
+    refused when it is not nullable; ``merge(data, on=keys)`` changes only some columns."""
     rows = source_table(data, schema, keys, where, metadata)
-    check_complete(
-        rows.schema,
-        schema,
-        where=where,
-        fix=(
-            "an upsert replaces whole rows, so give every column; to change only some "
-            f"columns of rows, use merge(data, on={list(keys)})"
-        ),
+    defaults = layout_of(metadata).defaults if metadata is not None else None
+    whole = conformed_batches(
+        rows, schema, where=where, fill_missing=True, defaults=defaults, metadata=metadata
     )
-    return deduplicated(_in_schema(rows, schema), keys, where)
+    return deduplicated(pa.Table.from_batches(list(whole), schema=schema), keys, where)
 
 
 def plan_upsert(

@@ -39,7 +39,7 @@ from carbonlite.reader.planner import file_split
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.storage import Storage
 from carbonlite.writer.append import RowChanges, TableWriter
-from carbonlite.writer.batches import check_complete, conformed_batches
+from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.partition_rows import PartitionRows, partition_key, partition_spec
 from carbonlite.writer.unique_keys import check_published_keys
 
@@ -236,13 +236,7 @@ def _conformed(rows: Any, schema: pa.Schema, where: str) -> pa.Table:
         raise InvalidOptionError(
             f"a partition's rows must be a pyarrow Table or RecordBatch, not {type(rows).__name__}"
         )
-    check_complete(
-        rows.schema,
-        schema,
-        where=where,
-        fix="a publish replaces whole partitions, so give every column",
-    )
-    batches = list(conformed_batches(rows, schema, where=where, fill_missing=False))
+    batches = list(conformed_batches(rows, schema, where=where, fill_missing=True))
     return pa.Table.from_batches(batches, schema=schema)
 
 

@@ -288,9 +288,9 @@ def test_recover_removes_orphan_checkpoint_indexes_and_idle_locks(tmp_path: Path
 def test_a_writer_whose_lock_file_is_gone_cannot_start_while_recover_cuts_its_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An earlier recover deleted the idle writer's lock file. While recover cuts that writer's
-    file, the writer's lock must still be held (by recover), and the lock file recover had to
-    create is gone again afterwards."""
+    """The idle writer left no lock file (its holder deletes it as it lets go). While recover
+    cuts that writer's file, the writer's lock must still be held (by recover), and the lock
+    file recover had to create is gone again afterwards."""
     path = tmp_path / "t"
     t = cl.create_table(path, SCHEMA, properties=PROPS)
     t.append(make_rows(range(0, 10)))
@@ -299,9 +299,8 @@ def test_a_writer_whose_lock_file_is_gone_cannot_start_while_recover_cuts_its_fi
     with open(stream, "ab") as f:
         f.write(os.urandom(300))  # an uncommitted tail
     age(stream)
-    locks = path / "_carbonlite" / "locks"
-    (lock,) = locks.iterdir()
-    lock.unlink()
+    lock = path / "_carbonlite" / "locks" / f"{t.writer_id}.lock"
+    assert not lock.exists()
     attempts: list[str] = []
     real_truncate = LocalStorage.truncate
 
