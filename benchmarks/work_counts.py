@@ -274,6 +274,20 @@ def _events(rows: int, seed: int = 0) -> Any:
     return event_table(rows, seed=seed)
 
 
+def _streamed(path: Path, data: Any, per_append: int, *, handoff: bool = False) -> None:
+    """A table of ``data`` in appends of ``per_append`` rows (set-up, not counted); with
+    ``handoff``, its streaming segment finished and handed off."""
+    import carbonlite as cl
+
+    table = cl.create_table(path, data.schema, sort_columns=["ts"])
+    for first in range(0, data.num_rows, per_append):
+        table.append(data.slice(first, per_append))
+    if handoff:
+        table.finish_streaming()
+        table.handoff()
+    table.close()
+
+
 def path_bulk_append(run: Run) -> None:
     import carbonlite as cl
 
@@ -295,10 +309,7 @@ def path_open(run: Run) -> None:
 
     data = _events(3_000)
     path = run.scratch / "opened"
-    table = cl.create_table(path, data.schema, sort_columns=["ts"])
-    for first in range(0, data.num_rows, 100):
-        table.append(data.slice(first, 100))
-    table.close()
+    _streamed(path, data, 100)
 
     def op(i: int) -> None:
         if cl.open_table(path).snapshot().version != 30:
@@ -330,12 +341,7 @@ def path_range_after_handoff(run: Run) -> None:
 
     data = _events(200_000)
     path = run.scratch / "handed"
-    table = cl.create_table(path, data.schema, sort_columns=["ts"])
-    for first in range(0, data.num_rows, 20_000):
-        table.append(data.slice(first, 20_000))
-    table.finish_streaming()
-    table.handoff()
-    table.close()
+    _streamed(path, data, 20_000, handoff=True)
     ts = np.sort(pc.cast(data.column("ts"), pa.int64()).to_numpy())
     lo, hi = int(ts[len(ts) // 2]), int(ts[len(ts) // 2 + len(ts) // 100])
     ts_type = data.schema.field("ts").type
@@ -369,7 +375,12 @@ def path_small_appends(run: Run) -> None:
     _appends(run, 100, 80)
 
 
-def _service(run: Run, root: Path) -> Any:
+@contextlib.contextmanager
+def _serving(run: Run, root: Path) -> Iterator[tuple[Any, Any]]:
+    """``carbonlite serve`` of ``root`` in this process (flushed only when asked), with its
+    gRPC handler threads counted, and a client of it; both closed afterwards."""
+    import pyarrow.flight as flight
+
     from carbonlite.serve.service import FlightService
 
     for name in ("do_put", "do_get", "get_flight_info"):  # gRPC's threads: hook them too
@@ -380,64 +391,51 @@ def _service(run: Run, root: Path) -> Any:
             return _real(self, *args, **kwargs)
 
         setattr(FlightService, name, handler)
-    return FlightService(str(root), port=0, flush_interval=3600.0, flush_rows=10**9)
+    service = FlightService(str(root), port=0, flush_interval=3600.0, flush_rows=10**9)
+    client = flight.FlightClient(f"grpc://127.0.0.1:{service.port}")
+    try:
+        yield service, client
+    finally:
+        client.close()
+        service.shutdown()
+        service.close()
 
 
 def path_flight_puts(run: Run) -> None:
     import bench_serve
-    import pyarrow.flight as flight
 
     import carbonlite as cl
     from tests.support.flight_service import put
 
     root = run.scratch / "served"
     cl.create_table(root / "events", bench_serve.SCHEMA)
-    service = _service(run, root)
-    client = flight.FlightClient(f"grpc://127.0.0.1:{service.port}")
     puts = 20
+    with _serving(run, root) as (service, client):
 
-    def op(i: int) -> None:
-        for seq in range(i * puts, (i + 1) * puts):
-            put(client, "events", "p", seq, bench_serve.batch("p", seq, 100))
-        service.flush_all()
+        def op(i: int) -> None:
+            for seq in range(i * puts, (i + 1) * puts):
+                put(client, "events", "p", seq, bench_serve.batch("p", seq, 100))
+            service.flush_all()
 
-    try:
         run.measure(op, 2)
-        run.operations *= puts  # per put
-    finally:
-        client.close()
-        service.shutdown()
-        service.close()
+    run.operations *= puts  # per put
 
 
 def path_flight_doget(run: Run) -> None:
     import bench_serve
     import pyarrow.flight as flight
 
-    import carbonlite as cl
-
     data = _events(200_000)
     root = run.scratch / "served"
-    table = cl.create_table(root / "events", data.schema, sort_columns=["ts"])
-    for first in range(0, data.num_rows, 50_000):
-        table.append(data.slice(first, 50_000))
-    table.finish_streaming()
-    table.handoff()
-    table.close()
-    service = _service(run, root)
-    client = flight.FlightClient(f"grpc://127.0.0.1:{service.port}")
+    _streamed(root / "events", data, 50_000, handoff=True)
     descriptor = flight.FlightDescriptor.for_path("events")
+    with _serving(run, root) as (_service, client):
 
-    def op(i: int) -> None:
-        if bench_serve.read_parallel(client, descriptor).num_rows != data.num_rows:
-            raise RuntimeError("DoGet lost rows")
+        def op(i: int) -> None:
+            if bench_serve.read_parallel(client, descriptor).num_rows != data.num_rows:
+                raise RuntimeError("DoGet lost rows")
 
-    try:
         run.measure(op, 3)
-    finally:
-        client.close()
-        service.shutdown()
-        service.close()
 
 
 def path_republish(run: Run) -> None:
