@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,3 +16,11 @@ def kafka_broker() -> Iterator[KafkaBroker]:
     session. Tests share it, so each one makes topics with names of its own."""
     with KafkaBroker() as broker:
         yield broker
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """An empty directory for the file ingester to read."""
+    path = tmp_path / "out"
+    path.mkdir()
+    return path

@@ -27,16 +27,7 @@ from carbonlite.ingest.files import FILE_BAD_RECORDS_SCHEMA
 from carbonlite.ingest.kafka import BAD_RECORDS_SCHEMA as KAFKA_BAD_RECORDS_SCHEMA
 from tests.cli.conftest import invoke
 from tests.cli.test_errors import assert_one_line_error
-from tests.support.file_ingest_data import BASE_MTIME, SCHEMA, encode, rows, write
-
-WITH_PATH = pa.schema([*SCHEMA, ("_file_path", pa.string())])
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    path = tmp_path / "out"
-    path.mkdir()
-    return path
+from tests.support.file_ingest_data import BASE_MTIME, SCHEMA, WITH_PATH, encode, rows, write
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import os
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 import carbonlite as cl
@@ -19,18 +18,10 @@ from carbonlite.ingest import FileIngester, FileIngestResult
 from carbonlite.ingest.file_notes import LOGGER_NAME
 from carbonlite.seams import listening
 from tests.cli.conftest import invoke
-from tests.support.file_ingest_data import SCHEMA, encode, ids, rows, write
+from tests.support.file_ingest_data import SCHEMA, WITH_PATH, encode, ids, rows, write
 
-WITH_PATH = pa.schema([*SCHEMA, ("_file_path", pa.string())])
 DAY = 86_400.0
 WEEK_MS = 7 * 86_400_000
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    path = tmp_path / "out"
-    path.mkdir()
-    return path
 
 
 def ingest(table: cl.Table | Path, source: Path, **kwargs: object) -> FileIngestResult:

@@ -24,6 +24,7 @@ from tests.support.file_ingest_data import (
     BASE_MTIME,
     KINDS,
     SCHEMA,
+    WITH_PATH,
     encode,
     format_of,
     ids,
@@ -32,15 +33,6 @@ from tests.support.file_ingest_data import (
     rows_per_file,
     write,
 )
-
-WITH_PATH = pa.schema([*SCHEMA, ("_file_path", pa.string())])
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    path = tmp_path / "out"
-    path.mkdir()
-    return path
 
 
 def make(tmp_path: Path, schema: pa.Schema = SCHEMA, **kwargs: object) -> cl.Table:

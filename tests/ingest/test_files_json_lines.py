@@ -25,13 +25,6 @@ from tests.support.file_ingest_data import BASE_MTIME, SCHEMA, encode, ids, rows
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    path = tmp_path / "out"
-    path.mkdir()
-    return path
-
-
 def ingest(table: cl.Table, source: Path, **kwargs: object) -> FileIngestResult:
     return FileIngester(table, str(source), format="json", **kwargs).run(  # type: ignore[arg-type]
         stop_at_end=True

@@ -11,7 +11,6 @@ import logging
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 import carbonlite as cl
@@ -20,9 +19,16 @@ from carbonlite.ingest import FileIngester, FileIngestResult
 from carbonlite.ingest.file_notes import LOGGER_NAME
 from carbonlite.seams import listening
 from tests.cli.conftest import invoke
-from tests.support.file_ingest_data import BASE_MTIME, SCHEMA, encode, rows, rows_per_file, write
+from tests.support.file_ingest_data import (
+    BASE_MTIME,
+    SCHEMA,
+    WITH_PATH,
+    encode,
+    rows,
+    rows_per_file,
+    write,
+)
 
-WITH_PATH = pa.schema([*SCHEMA, ("_file_path", pa.string())])
 SECRET = 666
 
 

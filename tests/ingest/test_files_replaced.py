@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 import carbonlite as cl
@@ -27,6 +26,7 @@ from tests.cli.conftest import invoke
 from tests.support.file_ingest_data import (
     BASE_MTIME,
     SCHEMA,
+    WITH_PATH,
     encode,
     ids,
     put,
@@ -35,15 +35,6 @@ from tests.support.file_ingest_data import (
     write,
 )
 from tests.support.s3_server import S3Server
-
-WITH_PATH = pa.schema([*SCHEMA, ("_file_path", pa.string())])
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    path = tmp_path / "out"
-    path.mkdir()
-    return path
 
 
 def ingest(table: cl.Table | str, source: str | Path, **kwargs: Any) -> FileIngestResult:

@@ -19,12 +19,11 @@ from carbonlite.ingest.files import FILE_BAD_RECORDS_SCHEMA
 from carbonlite.seams import listening
 from tests.cli.conftest import invoke
 from tests.cli.test_errors import assert_one_line_error
-from tests.support.file_ingest_data import KINDS, SCHEMA, encode, format_of, put, rows
+from tests.support.file_ingest_data import KINDS, SCHEMA, WITH_PATH, encode, format_of, put, rows
 from tests.support.s3_server import S3Server
 
 pytestmark = pytest.mark.s3
 
-WITH_PATH = pa.schema([*SCHEMA, ("_file_path", pa.string())])
 NOT_FINAL = [
     ".part-1f2e-0.inprogress.77aa",
     "2026-11-26--10/.part-1f2e-1.inprogress.0b0b",

@@ -18,6 +18,8 @@ import carbonlite as cl
 from carbonlite.storage import open_storage
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+WITH_PATH = pa.schema([*SCHEMA, ("_file_path", pa.string())])
+"""``SCHEMA`` with the column the ingester fills with each row's file."""
 KINDS = ("parquet", "json", "csv", "arrow-file", "arrow-stream")
 """How a file is written: the ingester's formats, Arrow IPC both ways."""
 BASE_MTIME = 1_790_000_000.0
