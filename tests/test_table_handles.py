@@ -14,6 +14,7 @@ import pytest
 
 import carbonlite as cl
 from carbonlite.errors import StaleSchemaError
+from tests.support.column_moves import drop_and_add_again, swap_by_renames
 
 SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string())])
 UTC = datetime.timezone.utc
@@ -93,25 +94,14 @@ COLUMNS = pa.schema([("id", pa.int64()), ("a", pa.string()), ("b", pa.string())]
 ROW = {"id": [1], "a": ["OLD-A"], "b": ["OLD-B"]}
 
 
-def _drop_and_add_again(t: cl.Table) -> None:
-    t.drop_columns(["a"])
-    t.add_columns(pa.field("a", pa.string()))
-
-
-def _swap_by_renames(t: cl.Table) -> None:
-    t.rename_column("a", "tmp")
-    t.rename_column("b", "a")
-    t.rename_column("tmp", "b")
-
-
 CHANGED: dict[str, tuple[Callable[[cl.Table], Any], str]] = {
     "drop-and-add-again": (
-        _drop_and_add_again,
+        drop_and_add_again,
         r"column 'a' was dropped at version 1; the table's 'a' is another column now "
         r"\(since version 2\)",
     ),
     "swap-by-renames": (
-        _swap_by_renames,
+        swap_by_renames,
         r"column 'a' was renamed to 'b' at version 3\n  column 'b' was renamed to 'a' at version 2",
     ),
     "rename": (lambda t: t.rename_column("a", "c"), r"column 'a' was renamed to 'c' at version 1"),
@@ -168,7 +158,7 @@ def test_columns_as_of_names_the_snapshot_the_rows_were_made_for(tmp_path: Path)
     snapshot its rows name columns of."""
     t = cl.create_table(tmp_path / "t", COLUMNS)
     made_for = t.snapshot()
-    _drop_and_add_again(cl.open_table(t.path))
+    drop_and_add_again(cl.open_table(t.path))
     t.refresh()  # as another thread sharing ``t`` would
     rows = pa.table(ROW, schema=COLUMNS)
     with pytest.raises(StaleSchemaError, match="column 'a' was dropped at version 1"):

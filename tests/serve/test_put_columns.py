@@ -25,6 +25,7 @@ from carbonlite.seams import listening
 from carbonlite.serve.records import PutRequest
 from carbonlite.serve.service import WAL_DIR, FlightService
 from carbonlite.serve.wal import WriteAheadLog
+from tests.support.column_moves import drop_and_add_again, swap_by_renames
 from tests.support.flight_service import ServiceProcess, health, put, read_all
 
 SCHEMA = pa.schema([("id", pa.int64()), ("a", pa.string()), ("b", pa.string()), ("n", pa.int32())])
@@ -36,17 +37,6 @@ ACKED = pa.table(
 """The put, acknowledged before the change."""
 
 
-def _drop_and_add_again(t: cl.Table) -> None:
-    t.drop_columns(["a"])
-    t.add_columns(pa.field("a", pa.string()))
-
-
-def _swap_by_renames(t: cl.Table) -> None:
-    t.rename_column("a", "tmp")
-    t.rename_column("b", "a")
-    t.rename_column("tmp", "b")
-
-
 def _widen_and_add(t: cl.Table) -> None:
     t.widen_column("n", pa.int64())
     t.add_columns([pa.field("d", pa.int64()), pa.field("e", pa.string())], defaults={"d": 7})
@@ -54,9 +44,9 @@ def _widen_and_add(t: cl.Table) -> None:
 
 CHANGES: dict[str, tuple[Callable[[cl.Table], None], dict[str, Any]]] = {
     # the new 'a' is another column: it starts empty
-    "drop-and-add-again": (_drop_and_add_again, {"id": 1, "b": "OLD-B", "n": 5, "a": None}),
+    "drop-and-add-again": (drop_and_add_again, {"id": 1, "b": "OLD-B", "n": 5, "a": None}),
     # the column acknowledged as 'a' is named 'b' now, and the other way round
-    "swap-by-renames": (_swap_by_renames, {"id": 1, "b": "OLD-A", "a": "OLD-B", "n": 5}),
+    "swap-by-renames": (swap_by_renames, {"id": 1, "b": "OLD-A", "a": "OLD-B", "n": 5}),
     "widen-and-add": (
         _widen_and_add,
         {"id": 1, "a": "OLD-A", "b": "OLD-B", "n": 5, "d": 7, "e": None},
@@ -135,7 +125,7 @@ def test_a_column_dropped_and_added_again_while_a_flush_commits(
         def change_once(name: str) -> None:
             if name == "serve.before_flush_commit" and not reached:
                 reached.append(name)
-                _drop_and_add_again(other)
+                drop_and_add_again(other)
                 if refreshed:
                     assert service.catalog.table("t") is table  # the one the flush uses
 
@@ -175,7 +165,7 @@ def test_records_of_an_earlier_release_go_by_name_only_where_no_name_moved(
         wal.append(_legacy_record("kept", 0, ACKED))
         wal.append(_legacy_record("moved", 0, ACKED))
     _widen_and_add(kept)
-    _drop_and_add_again(moved)
+    drop_and_add_again(moved)
     with ServiceProcess(str(tmp_path), *SLOW) as service:
         client = service.client()
         assert kept.refresh().to_arrow().to_pylist() == [CHANGES["widen-and-add"][1]]
