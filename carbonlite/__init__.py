@@ -6,6 +6,7 @@ from carbonlite._version import __version__
 from carbonlite.create import create_table, open_table, write_table
 from carbonlite.errors import (
     CarbonLiteError,
+    ColumnsMovedError,
     CommitConflictError,
     CommitStateUnknownError,
     CorruptDataError,
@@ -35,6 +36,7 @@ from carbonlite.table import CommitResult, MergeResult, PublishResult, Table
 
 __all__ = [
     "CarbonLiteError",
+    "ColumnsMovedError",
     "CommitConflictError",
     "CommitRecord",
     "CommitResult",

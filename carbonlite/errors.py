@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CarbonLiteError",
+    "ColumnsMovedError",
     "CommitConflictError",
     "CommitStateUnknownError",
     "CorruptDataError",
@@ -69,6 +70,13 @@ class StaleSchemaError(SchemaMismatchError):
     """Data names a column as a ``Table`` object showed it, and that column was renamed or
     dropped since (another column may have its name now): nothing is written, and the object
     still shows what it showed; ``refresh()`` it to write to the present columns."""
+
+
+class ColumnsMovedError(SchemaMismatchError):
+    """A commit's rows were written with columns that a commit which won the race renamed or
+    dropped: nothing was committed. An append is refused (write the rows under the present
+    columns); a delete, update or merge reads the table again and plans on its new schema, and
+    raises this only when it keeps losing."""
 
 
 class SchemaChangedError(CarbonLiteError):

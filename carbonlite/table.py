@@ -73,7 +73,12 @@ from carbonlite.records import (
 )
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import CommitResult, StatesArg, TableWriter
-from carbonlite.writer.batches import TableData, check_not_moved, iter_record_batches
+from carbonlite.writer.batches import (
+    ColumnsAsOf,
+    TableData,
+    check_not_moved,
+    iter_record_batches,
+)
 from carbonlite.writer.build_index import IndexBuildResult, IndexKind, build_index
 from carbonlite.writer.modify import (
     MatchedAction,
@@ -467,7 +472,7 @@ class Table:
                     overwrite_partitions=overwrite_partitions,
                     progress=progress,
                     states=states,
-                    shown=shown.metadata,
+                    shown=ColumnsAsOf(shown.metadata),
                 )
             except StaleSchemaError:
                 self._snapshot = loaded  # it still shows what it showed

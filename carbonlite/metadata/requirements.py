@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from carbonlite.errors import CommitConflictError, RowsChangedError, SchemaMismatchError
+from carbonlite.errors import ColumnsMovedError, CommitConflictError, RowsChangedError
 from carbonlite.metadata.actions import TableMetadata
 from carbonlite.metadata.columns import schema_change_problems
 from carbonlite.metadata.snapshot import Snapshot
@@ -406,7 +406,7 @@ class ColumnsAsWritten:
     def check(self, snapshot: Snapshot, read_version: int) -> None:
         problems = schema_change_problems(self.metadata, snapshot.metadata)
         if problems:
-            raise SchemaMismatchError(
+            raise ColumnsMovedError(
                 f"the rows of this commit to {snapshot.table_path!r} were written with a schema "
                 f"older than the table's (read at version {read_version}, the table is at "
                 f"version {snapshot.version}); nothing was committed: reopen the table (or "

@@ -55,6 +55,7 @@ from carbonlite.properties import TableProperties
 from carbonlite.seams import reach
 from carbonlite.storage import Storage
 from carbonlite.writer.batches import (
+    ColumnsAsOf,
     TableData,
     conformed_batches,
     iter_record_batches,
@@ -427,7 +428,7 @@ class TableWriter:
         states: StatesArg = (),
         started_ms: int | None = None,
         progress: Mapping[str, tuple[int | None, int]] | None = None,
-        shown: TableMetadata | None = None,
+        shown: ColumnsAsOf | None = None,
     ) -> tuple[CommitResult, Snapshot]:
         """Write ``data`` and commit it as one version; returns the result and new snapshot.
         With ``merge_schema``, columns of ``data`` the table lacks are added in the same
@@ -440,9 +441,9 @@ class TableWriter:
         everything, ``"dynamic"``: the partitions ``data`` has rows of); ``states``: state tables
         stored in the same version (a callable is called once the rows are written, for a
         writer whose state says what the data it streamed held: an ingester's files); ``progress``: transaction markers moved by compare-and-set
-        (``AppendCommit.progress``); ``shown``: the metadata the ``Table`` object that writes
-        showed its user: ``data`` naming a column of it renamed or dropped since is refused
-        (:class:`StaleSchemaError`)."""
+        (``AppendCommit.progress``); ``shown``: the metadata whose columns ``data`` names (the
+        one the writing ``Table`` object showed its user, or the one a row change planned on)
+        and what becomes of a column of it renamed or dropped since (:class:`ColumnsAsOf`)."""
         started = now_ms() if started_ms is None else started_ms
         operation = operation or ("OVERWRITE" if overwrite else "APPEND")
         with self.owned():
@@ -534,7 +535,7 @@ class TableWriter:
         overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None,
         states: StatesArg,
         progress: Mapping[str, tuple[int | None, int]],
-        shown: TableMetadata | None,
+        shown: ColumnsAsOf | None,
     ) -> tuple[CommitResult, Snapshot]:
         """Plan (the schema, the rows by partition), write the blocklets, build the commit
         and commit it."""
@@ -577,7 +578,7 @@ class TableWriter:
         overwrite_partitions: frozenset[tuple[Any, ...]] | Literal["dynamic"] | None,
         states: StatesArg,
         progress: Mapping[str, tuple[int | None, int]],
-        shown: TableMetadata | None,
+        shown: ColumnsAsOf | None,
     ) -> AppendCommit | None:
         """Plan and write the blocklets, and build the commit (None: nothing to commit)."""
         schema, metadata, parts = _incoming(log, snapshot, data, merge_schema, parts, shown)
@@ -855,7 +856,7 @@ def _incoming(
     data: TableData,
     merge_schema: bool,
     parts: Sequence[PartitionRows] | None,
-    shown: TableMetadata | None = None,
+    shown: ColumnsAsOf | None = None,
 ) -> tuple[pa.Schema, tuple[TableMetadata, TableMetadata] | None, Sequence[PartitionRows]]:
     """(the schema the rows are written in, the metadata change a merged schema makes, the
     rows conformed to it and split by partition); ``parts``: rows already split (a

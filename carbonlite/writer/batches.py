@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from carbonlite.errors import (
     CarbonLiteError,
+    ColumnsMovedError,
     DataSourceError,
     InvalidOptionError,
     SchemaMismatchError,
@@ -26,6 +28,7 @@ from carbonlite.metadata.columns import (
 from carbonlite.reader.changes import reserved_name_problems
 
 __all__ = [
+    "ColumnsAsOf",
     "TableData",
     "check_complete",
     "check_not_moved",
@@ -39,6 +42,19 @@ __all__ = [
 TableData = Any
 """``pyarrow.Table``, ``RecordBatch``, ``RecordBatchReader``, an iterable of batches, a pandas
 or Polars DataFrame, or any object with ``__arrow_c_stream__``."""
+
+
+@dataclass(frozen=True)
+class ColumnsAsOf:
+    """The table metadata whose columns data names: data naming a column of it that was
+    renamed or dropped since is refused, even when another column has its name now. A user's
+    rows, named as a ``Table`` object showed the columns, get :class:`StaleSchemaError`
+    (refresh the object); rows the writer read itself from that version (``read`` True: the
+    rows a delete, update or merge writes in place of those it deletes) get
+    :class:`ColumnsMovedError`, on which the operation plans again."""
+
+    metadata: Any
+    read: bool = False
 
 
 def _is_frame(data: object, module: str) -> bool:
@@ -198,7 +214,7 @@ def conformed_batches(
     defaults: Mapping[str, Any] | None = None,
     metadata: Any = None,
     fix: str | None = None,
-    shown: Any = None,
+    shown: ColumnsAsOf | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of ``data`` in ``schema``'s exact shape, by the rule of every writer for the
     columns (docs/ENGINES.md, "Data in"): data with no column at all is refused; a column the
@@ -209,10 +225,8 @@ def conformed_batches(
     without a default must be given, and the error says ``fix``.
     ``metadata`` (the table's): such an error also names the rename or drop behind a column
     the data has and the table no longer does; and a column widened from date to timestamp
-    takes dates. ``shown``: the metadata a ``Table`` object showed its user, whose data names
-    columns as they were then: a column of it renamed or dropped since (by id, in
-    ``metadata``) refuses the data with :class:`StaleSchemaError`, even when another column
-    has its name now."""
+    takes dates. ``shown``: the metadata whose columns the data names, and what becomes of a
+    column of it renamed or dropped since, in ``metadata`` (:class:`ColumnsAsOf`)."""
     from_dates = widened_from_dates(metadata) if metadata is not None else frozenset()
     checked: list[str] | None = None
     for batch in iter_record_batches(data):
@@ -222,8 +236,8 @@ def conformed_batches(
                 f"give rows in some of the table's columns {schema.names}"
             )
         if shown is not None and batch.schema.names != checked:
-            check_not_moved(batch.schema.names, shown, metadata, where)
             checked = batch.schema.names
+            check_not_moved(checked, shown.metadata, metadata, where, read=shown.read)
         if defaults:
             batch = _with_defaults(batch, schema, defaults)
         if from_dates:
@@ -250,11 +264,20 @@ def conformed_batches(
         yield conformed
 
 
-def check_not_moved(names: Sequence[str], shown: Any, metadata: Any, where: str) -> None:
+def check_not_moved(
+    names: Sequence[str], shown: Any, metadata: Any, where: str, *, read: bool = False
+) -> None:
     """Refuse data whose columns ``names`` name columns of ``shown`` (table metadata a
     ``Table`` object showed) that were renamed or dropped since, in ``metadata``
-    (:class:`StaleSchemaError`)."""
+    (:class:`StaleSchemaError`; with ``read``, rows a row change read from ``shown``'s
+    version: :class:`ColumnsMovedError`)."""
     moved = moved_columns(names, shown, metadata)
+    if moved and read:
+        raise ColumnsMovedError(
+            f"the rows a change to {where} read were in columns renamed or dropped since; "
+            "nothing was written: it reads the table again and plans on its new schema",
+            moved,
+        )
     if moved:
         raise StaleSchemaError(
             f"data for {where} names columns as this Table object showed them, and the table "

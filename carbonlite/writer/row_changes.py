@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from carbonlite.errors import CommitConflictError, RowsChangedError
+from carbonlite.errors import ColumnsMovedError, CommitConflictError, RowsChangedError
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
 from carbonlite.metadata import (
@@ -48,6 +48,7 @@ from carbonlite.reader.scan import ROW_POSITION, SplitReader
 from carbonlite.seams import reach
 from carbonlite.storage import Storage
 from carbonlite.writer.append import CommitResult, RowChanges, StatesArg, TableWriter
+from carbonlite.writer.batches import ColumnsAsOf
 from carbonlite.writer.lease import Lease
 
 __all__ = [
@@ -360,7 +361,9 @@ def commit_row_change(
     """Plan on the newest snapshot, write the deletion vectors, commit them with the plan's
     rows (and ``txn``, exactly once, or the markers ``progress`` moves by compare-and-set:
     ``TxnMovedError`` when one moved; and ``states``, as :meth:`TableWriter.write`); plan
-    again when a concurrent commit changed the rows read (bounded). Returns the plan committed (None: ``txn`` was committed before), its
+    again when a concurrent commit changed the rows read, or renamed or dropped one of their
+    columns (bounded; the new plan decides whether the change still applies: a filter or a
+    value naming a column gone is refused then). Returns the plan committed (None: ``txn`` was committed before), its
     version (None when nothing was committed) and the new snapshot.
 
     ``write`` commits the deletions with rows written elsewhere (``replaceWhere``: the
@@ -413,11 +416,17 @@ def commit_row_change(
                             txn=txn,
                             progress=progress,
                             states=states,
+                            # the rows were read in the plan's columns: a rename or drop
+                            # of one of them since is ColumnsMovedError
+                            shown=ColumnsAsOf(snapshot.metadata, read=True),
                         )
-                except CommitConflictError as exc:
+                except (CommitConflictError, ColumnsMovedError) as exc:
                     discard_deletions(storage, root, changes.deletions)  # nothing was committed
-                    if isinstance(exc, RowsChangedError) and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
-                        time.sleep(backoff(attempt))  # another row-level change won
+                    lost = isinstance(exc, (RowsChangedError, ColumnsMovedError))
+                    if lost and attempt + 1 < MAX_ROW_CHANGE_ATTEMPTS:
+                        # another row-level change won, or a rename or drop of a column of
+                        # the rows read: plan again on the table as it is
+                        time.sleep(backoff(attempt))
                         continue
                     raise
         finally:

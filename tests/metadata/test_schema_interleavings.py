@@ -12,6 +12,9 @@ after a widening). The rules of docs/LOG.md ("Schema evolution"):
 
 - an append (or an update) whose rows were written before a rename or drop of one of their
   columns commits before it, or fails with ``SchemaMismatchError`` and commits nothing;
+- a delete racing a rename or drop commits (its filter names a column neither touches): it
+  plans again when the change won the race (ColumnsMovedError inside), never refused;
+- an update setting a column the change leaves alone commits the same way;
 - an append racing a widening commits, and its values read cast up;
 - a handoff racing a rename or a drop commits, its rows intact under the new names;
 - of two schema changes, each commits on the metadata it planned on or gets
@@ -31,7 +34,7 @@ import pytest
 
 import carbonlite as cl
 from carbonlite.errors import CarbonLiteError, CommitConflictError, SchemaMismatchError
-from tests.metadata.test_interleavings import WITHOUT_HISTORY, maintain, settle
+from tests.metadata.test_interleavings import WITHOUT_HISTORY, delete, maintain, settle
 from tests.support.interleave import Actor, Outcome, explore_all, explore_random, run_schedule
 from tests.support.log_model import Model, Op, check_table
 
@@ -271,6 +274,36 @@ def update_and_change(
     return scenario
 
 
+def update_n(state: State, table: cl.Table, name: str, key: int) -> Actor:
+    """An update of row ``key``'s ``n`` to its own value (a change no rename of ``kind``
+    touches)."""
+
+    def run() -> None:
+        op = state.model.record(Op(name, added=frozenset({key}), upsert=True))
+        settle(op, lambda: table.update(pc.field("id") == key, {"n": pc.scalar(key)}))
+
+    return Actor(name, run)
+
+
+def row_change_beside(
+    kind: str, change: tuple[Callable[[cl.Table], Any], Callable[..., Any]]
+) -> Callable[[], tuple[State, list[Actor]]]:
+    """A delete by id (``kind`` "delete") or an update of ``n`` ("update") racing a schema
+    change of another column: it commits in every order, whichever commits first (the
+    delete read its rows in columns the change renamed or dropped; it plans again)."""
+
+    def scenario() -> tuple[State, list[Actor]]:
+        uri, model = fresh_table([100, 101], [102])
+        state = State(uri, model)
+        x, c = cl.open_table(uri, writer_id="x"), cl.open_table(uri, writer_id="c")
+        actor = (
+            delete(model, x, "x", [100, 102]) if kind == "delete" else update_n(state, x, "x", 101)
+        )
+        return state, [actor, schema_change(state, c, "c", *change)]
+
+    return scenario
+
+
 def handoff_and_rename() -> tuple[State, list[Actor]]:
     """(d) A handoff racing a rename: both commit, the rows intact under the new name."""
     uri, model = fresh_table([100, 101], [102], finish=True)
@@ -333,6 +366,9 @@ SCENARIOS: dict[str, Callable[[], tuple[State, list[Actor]]]] = {
     "append_and_add": append_and_add,
     "update_and_rename": update_and_change(RENAME),
     "update_and_drop": update_and_change(DROP_KIND),
+    "delete_and_rename": row_change_beside("delete", RENAME),
+    "delete_and_drop": row_change_beside("delete", DROP_KIND),
+    "update_and_rename_another": row_change_beside("update", RENAME),
     "handoff_and_rename": handoff_and_rename,
     "handoff_and_drop": handoff_and_drop,
     "compaction_and_widen": compaction_and_widen,
