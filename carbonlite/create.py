@@ -33,7 +33,7 @@ from carbonlite.metadata import Action, CommitInfo, Log, Snapshot, TableMetadata
 from carbonlite.metadata.columns import with_column_ids
 from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.names import column_name_problems, table_location
-from carbonlite.properties import validate_properties
+from carbonlite.properties import NEW_TABLE_COLUMNAR_FORMAT, validate_properties
 from carbonlite.reader.changes import reserved_name_problems
 from carbonlite.storage import open_storage
 from carbonlite.table import Table
@@ -222,7 +222,10 @@ def _new_table(
             table_id=uuid.uuid4().hex,
             schema=schema,
             sort_columns=_check_sort_columns(schema, sort_columns),
-            properties=validate_properties(properties),
+            properties={
+                "columnar_format": NEW_TABLE_COLUMNAR_FORMAT,
+                **validate_properties(properties),
+            },
             created_time=now_ms(),
             primary_key=_check_primary_key(schema, primary_key),
             partition_by=tuple(_partition_spec(schema, partition_by).to_json()),

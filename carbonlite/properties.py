@@ -17,6 +17,8 @@ from carbonlite.errors import InvalidOptionError
 from carbonlite.format.pages import PAGE_CODECS, PageCodec
 
 __all__ = [
+    "COLUMNAR_FORMATS",
+    "NEW_TABLE_COLUMNAR_FORMAT",
     "PROPERTIES",
     "TableProperties",
     "effective_properties",
@@ -197,6 +199,18 @@ def _stream_codec(text: str) -> str:
     return value
 
 
+COLUMNAR_FORMATS = ("parquet", "carbonlite")
+NEW_TABLE_COLUMNAR_FORMAT = "parquet"
+"""What ``columnar_format`` a new table gets unless told (absent, a table is older: carbonlite)."""
+
+
+def _columnar_format(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in COLUMNAR_FORMATS:
+        raise ValueError(f"must be one of {', '.join(COLUMNAR_FORMATS)}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class PropertySpec:
     default: str
@@ -249,6 +263,12 @@ PROPERTIES: dict[str, PropertySpec] = {
     ),
     "auto_handoff": PropertySpec(
         "false", parse_bool, "hand off finished streaming segments after a roll-over"
+    ),
+    "columnar_format": PropertySpec(
+        "carbonlite",
+        _columnar_format,
+        "the files handoff and compaction write: parquet (new tables) or carbonlite (blocklet "
+        "files; tables created before parquet existed); compaction converts files of the other",
     ),
     "handoff_blocklet_rows": PropertySpec(
         "131072",
@@ -343,6 +363,10 @@ class TableProperties:
     @property
     def blocklet_max_bytes(self) -> int:
         return int(self._get("blocklet_max_bytes"))
+
+    @property
+    def columnar_format(self) -> str:
+        return str(self._get("columnar_format"))
 
     @property
     def compression_level(self) -> int:

@@ -17,12 +17,14 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.compaction.plan import CompactionTask
-from carbonlite.format import BlockletFileWriter
+from carbonlite.format import BlockletFileWriter, BlockletMeta
+from carbonlite.format.bloom import BloomSpec
 from carbonlite.format.pages import ordered_map
+from carbonlite.format.parquet_file import PARQUET_SUFFIX, ParquetBlockletWriter
 from carbonlite.metadata import BlockletEntry, BlockletsAppended
 from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import SplitReader
-from carbonlite.storage import open_storage
+from carbonlite.storage import Storage, open_storage
 from carbonlite.writer.bloom_files import blooms_of
 from carbonlite.writer.index_files import write_index_files
 from carbonlite.writer.stream_file import to_entry
@@ -54,6 +56,55 @@ def _sorted(table: pa.Table, sort_columns: tuple[str, ...]) -> pa.Table:
 def _all_deleted(split: Split, blocklet: BlockletEntry) -> bool:
     ref = split.deletion_of(blocklet) if split.deletions else None
     return ref is not None and ref.cardinality >= blocklet.num_rows
+
+
+class _BlockletFile:
+    """A :class:`BlockletFileWriter` with the calls of a :class:`ParquetBlockletWriter`:
+    ``write`` gathers the blocklets' metas, ``close`` returns them."""
+
+    def __init__(self, writer: BlockletFileWriter) -> None:
+        self._writer = writer
+        self._metas: list[BlockletMeta] = []
+
+    @property
+    def length(self) -> int:
+        return self._writer.length
+
+    def write(self, chunk: pa.Table, *, max_rows: int, blooms: BloomSpec | None) -> None:
+        self._metas.extend(self._writer.write(chunk, max_rows=max_rows, blooms=blooms))
+
+    def close(self) -> list[BlockletMeta]:
+        self._writer.close()
+        return self._metas
+
+
+def _new_file(
+    task: CompactionTask,
+    storage: Storage,
+    root: str,
+    file_schema: pa.Schema,
+    storage_options: Mapping[str, Any] | None,
+) -> tuple[str, ParquetBlockletWriter | _BlockletFile]:
+    """A new output file of ``task`` in its columnar format: (its path, its writer)."""
+    stem = f"segments/{task.output_id}/part-{task.task_id}-{uuid.uuid4().hex[:8]}"
+    if task.columnar_format == "parquet":
+        rel = stem + PARQUET_SUFFIX
+        return rel, ParquetBlockletWriter(
+            storage.uri(storage.join(root, rel)),
+            file_schema,
+            task.column_ids,
+            compression_level=task.compression_level,
+            storage_options=storage_options,
+        )
+    rel = stem + ".cblt"
+    return rel, _BlockletFile(
+        BlockletFileWriter(
+            storage.uri(storage.join(root, rel)),
+            file_schema,
+            compression_level=task.compression_level,
+            storage_options=storage_options,
+        )
+    )
 
 
 def execute_task(
@@ -103,25 +154,18 @@ def execute_task(
     offset = 0
     step = task.blocklet_rows * _BLOCKLETS_PER_WRITE
     while offset < table.num_rows:
-        rel = f"segments/{task.output_id}/part-{task.task_id}-{uuid.uuid4().hex[:8]}.cblt"
-        writer = BlockletFileWriter(
-            storage.uri(storage.join(root, rel)),
-            file_schema,
-            compression_level=task.compression_level,
-            storage_options=storage_options,
-        )
-        metas = []
+        rel, writer = _new_file(task, storage, root, file_schema, storage_options)
         first_row = offset
         try:
             while offset < table.num_rows and writer.length < MAX_FILE_BYTES:
                 chunk = table.slice(offset, step)
-                metas.extend(writer.write(chunk, max_rows=task.blocklet_rows, blooms=task.blooms))
+                writer.write(chunk, max_rows=task.blocklet_rows, blooms=task.blooms)
                 offset += chunk.num_rows
                 share = task.num_bytes * offset // table.num_rows
                 advance(share - reported)
                 reported = share
         finally:
-            writer.close()
+            metas = writer.close()
         files.append(
             BlockletsAppended(
                 segment_id=task.output_id,

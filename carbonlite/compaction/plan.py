@@ -22,7 +22,7 @@ from typing import Any, Literal
 from carbonlite.errors import InvalidOptionError
 from carbonlite.format.bloom import BloomSpec
 from carbonlite.metadata import SegmentState, Snapshot
-from carbonlite.metadata.columns import IDENTITY, ColumnLayout
+from carbonlite.metadata.columns import IDENTITY, ColumnLayout, column_ids
 from carbonlite.properties import TableProperties
 from carbonlite.reader.planner import Split, file_split
 from carbonlite.writer.bloom_files import bloom_spec
@@ -84,6 +84,11 @@ class CompactionTask:
     """The bloom filters the output's blocklets get (``bloom_filter_columns``)."""
     indexes: tuple[str, ...] = ()
     """The columns (physical names) the output's files get secondary indexes of."""
+    columnar_format: str = "carbonlite"
+    """The kind of files the output is written in (the table's ``columnar_format``):
+    ``parquet`` or ``carbonlite`` (blocklet files)."""
+    column_ids: tuple[int, ...] = ()
+    """The id of each column of the schema (a Parquet output's field ids)."""
 
     @property
     def num_rows(self) -> int:
@@ -149,6 +154,8 @@ def _task(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> Com
         layout=snapshot.layout,
         blooms=bloom_spec(snapshot.properties, snapshot.schema, snapshot.layout),
         indexes=index_columns(snapshot.properties, snapshot.schema, snapshot.layout),
+        columnar_format=props.columnar_format,
+        column_ids=column_ids(snapshot.metadata),
     )
 
 

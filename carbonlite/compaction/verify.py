@@ -23,13 +23,14 @@ import pyarrow as pa
 
 from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
 from carbonlite.errors import CarbonLiteError, CorruptDataError
-from carbonlite.format import BlockletFileReader, BlockletMeta
+from carbonlite.format import BlockletMeta
 from carbonlite.format.bloom import (
     BLOOM_FILE_MAGIC,
     bloom_domain,
     bloom_hashes,
     decode_bloom_record,
 )
+from carbonlite.format.data_files import DataFileReader, open_data_file
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
 from carbonlite.format.secondary_index import SecondaryIndex, index_keys
@@ -184,7 +185,7 @@ def _check_indexes(
 
 
 def _check_blocklet(
-    reader: BlockletFileReader,
+    reader: DataFileReader,
     f: FileState,
     entry: BlockletEntry,
     types: Mapping[str, pa.DataType],
@@ -239,7 +240,7 @@ def _check_file(
         )
         return
     try:
-        reader = BlockletFileReader(
+        reader = open_data_file(
             storage.uri(path), end=f.committed_length, storage_options=storage_options
         )
     except CarbonLiteError as exc:

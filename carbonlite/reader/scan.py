@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from carbonlite.errors import CorruptDataError, DataUnavailableError, SchemaMismatchError
-from carbonlite.format import BlockletFileReader, BlockletMeta
+from carbonlite.format import BlockletMeta
+from carbonlite.format.data_files import DataFileReader, open_data_file
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.pages import ordered_map
 from carbonlite.metadata import BlockletEntry, DeletionRef
@@ -57,7 +58,7 @@ class SplitReader:
         """Where each column of ``table_schema`` lies in data files (``metadata/columns.py``)."""
         self.storage_options = dict(storage_options or {})
         self.version = version
-        self._readers: dict[tuple[str, int], BlockletFileReader] = {}
+        self._readers: dict[tuple[str, int], DataFileReader] = {}
         self._dv_files: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
@@ -94,14 +95,14 @@ class SplitReader:
             )
         return vector
 
-    def _reader(self, split: Split) -> BlockletFileReader:
+    def _reader(self, split: Split) -> DataFileReader:
         key = (split.file, split.committed_length)  # a change feed reads one file at many lengths
         with self._lock:
             reader = self._readers.get(key)
             if reader is None:
                 uri = self.storage.uri(self.storage.join(self.root, split.file))
                 try:
-                    reader = BlockletFileReader(
+                    reader = open_data_file(
                         uri, end=split.committed_length, storage_options=self.storage_options
                     )
                 except FileNotFoundError:
@@ -170,7 +171,7 @@ class SplitReader:
         return batch
 
     def _read_mapped(
-        self, reader: BlockletFileReader, meta: BlockletMeta, needed: list[pa.Field]
+        self, reader: DataFileReader, meta: BlockletMeta, needed: list[pa.Field]
     ) -> tuple[pa.RecordBatch, list[str]]:
         """The columns ``needed`` (logical) of a blocklet read under their physical names, cast
         up to the schema's types, defaults where the file lacks them; and the names read."""

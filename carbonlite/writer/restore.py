@@ -38,7 +38,8 @@ import numpy as np
 from carbonlite._version import ENGINE
 from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.errors import CorruptDataError, DataUnavailableError
-from carbonlite.format import BlockletFileReader
+from carbonlite.format.data_files import open_data_file
+from carbonlite.format.parquet_file import PARQUET_SUFFIX, is_parquet
 from carbonlite.format.secondary_index import SecondaryIndex
 from carbonlite.metadata import (
     Action,
@@ -70,7 +71,7 @@ from carbonlite.storage import Storage
 from carbonlite.writer.index_files import index_path
 from carbonlite.writer.lease import Lease
 from carbonlite.writer.row_changes import dv_path
-from carbonlite.writer.stream_file import copy_blocklets
+from carbonlite.writer.stream_file import copy_blocklets, copy_whole_file
 
 __all__ = ["RestoreCommit", "plan_restore", "restore"]
 
@@ -232,6 +233,43 @@ def _chunks(entries: Sequence[BlockletEntry]) -> Iterator[tuple[BlockletEntry, .
         yield tuple(run)
 
 
+def _copy_file(
+    storage: Storage,
+    root: str,
+    segment_id: str,
+    f: FileState,
+    new_id: str,
+    n: int,
+    storage_options: Mapping[str, Any] | None,
+) -> BlockletsAppended:
+    """The committed blocklets of ``f`` copied into a file of segment ``new_id``: a columnar
+    Parquet file whole, a blocklet file blocklet by blocklet (up to its committed length)."""
+    if is_parquet(f.path):
+        source = BlockletsAppended(
+            segment_id, f.path, 0, f.committed_length, f.blocklets, _blooms(f, f.blocklets)
+        )
+        name = f"segments/{new_id}/restore-{uuid.uuid4().hex[:12]}-{n}{PARQUET_SUFFIX}"
+        return copy_whole_file(storage, root, source, segment_id=new_id, file=name)
+    with open_data_file(
+        storage.uri(storage.join(root, f.path)), storage_options=storage_options
+    ) as reader:
+        schema = reader.schema
+    sources = [
+        BlockletsAppended(segment_id, f.path, run[0].offset, run[-1].end, run, _blooms(f, run))
+        for run in _chunks(f.blocklets)
+    ]
+    return copy_blocklets(
+        storage,
+        root,
+        sources,
+        segment_id=new_id,
+        file=f"segments/{new_id}/restore-{uuid.uuid4().hex[:12]}-{n}.cblt",
+        committed_length=0,
+        schema=schema,
+        storage_options=storage_options,
+    )
+
+
 def _copy_segment(
     storage: Storage,
     root: str,
@@ -255,26 +293,8 @@ def _copy_segment(
         entries = f.blocklets
         if not entries:
             continue
-        source_uri = storage.uri(storage.join(root, f.path))
         try:
-            with BlockletFileReader(source_uri, storage_options=storage_options) as reader:
-                schema = reader.schema
-            sources = [
-                BlockletsAppended(
-                    old.segment_id, f.path, run[0].offset, run[-1].end, run, _blooms(f, run)
-                )
-                for run in _chunks(entries)
-            ]
-            copied = copy_blocklets(
-                storage,
-                root,
-                sources,
-                segment_id=new_id,
-                file=f"segments/{new_id}/restore-{uuid.uuid4().hex[:12]}-{n}.cblt",
-                committed_length=0,
-                schema=schema,
-                storage_options=storage_options,
-            )
+            copied = _copy_file(storage, root, old.segment_id, f, new_id, n, storage_options)
             copied = dataclasses.replace(copied, indexes=_copy_indexes(storage, root, f, copied))
             appends.append(copied)
             kept_deleted = _copy_deletions(storage, root, f, copied)

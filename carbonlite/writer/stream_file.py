@@ -143,3 +143,34 @@ def copy_blocklets(
         blocklets=tuple(entries),
         blooms=copy_blooms(storage, root, file, moved),
     )
+
+
+_COPY_BYTES = 64 * 1024 * 1024
+"""Bytes a whole-file copy reads at once."""
+
+
+def copy_whole_file(
+    storage: Storage,
+    root: str,
+    source: BlockletsAppended,
+    *,
+    segment_id: str,
+    file: str,
+) -> BlockletsAppended:
+    """Copy a committed file whose blocklets cannot move one by one (a columnar Parquet file:
+    its footer names every row group's offset) whole into ``file``: its blocklets keep their
+    offsets, and its bloom filters are copied beside it."""
+    src, dst = storage.join(root, source.file), storage.join(root, file)
+    size = storage.size(src)
+    with storage.open_appender(dst) as appender:
+        for start in range(0, size, _COPY_BYTES):
+            appender.write(storage.read(src, start, min(size, start + _COPY_BYTES)))
+    moved = [(ref, ref.blocklet) for bf in source.blooms for ref in bf.filters]
+    return BlockletsAppended(
+        segment_id=segment_id,
+        file=file,
+        start=0,
+        end=size,
+        blocklets=source.blocklets,
+        blooms=copy_blooms(storage, root, file, moved),
+    )

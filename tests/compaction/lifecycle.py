@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import carbonlite as cl
-from carbonlite.format import BlockletFileReader
+from carbonlite.format.data_files import open_data_file
 
 __all__ = [
     "SCHEMA",
@@ -101,7 +101,7 @@ def assert_rows(got: pa.Table, ids: Iterable[int], context: str = "") -> None:
 def sorted_file(table: cl.Table, rel: str, column: str = "ts") -> tuple[int, bool]:
     """(rows, whether they are sorted by ``column``) of one data file of ``table``."""
     uri = table.storage.uri(table.storage.join(table.root, rel))
-    with BlockletFileReader(uri, storage_options=table.storage_options or None) as reader:
+    with open_data_file(uri, storage_options=table.storage_options or None) as reader:
         values = reader.read_all([column]).column(column)
     if len(values) < 2:
         return len(values), True

@@ -17,9 +17,10 @@ from tests.compaction.lifecycle import SCHEMA, make_rows
 PROPS = {"blocklet_max_rows": "25", "handoff_blocklet_rows": "64"}
 
 
-def healthy(path: Path) -> cl.Table:
+def healthy(path: Path, columnar_format: str = "parquet") -> cl.Table:
     """Handed-off, compacted and streaming segments, several files and blocklets each."""
-    t = cl.create_table(path, SCHEMA, sort_columns=["ts"], properties=PROPS)
+    props = {**PROPS, "columnar_format": columnar_format}
+    t = cl.create_table(path, SCHEMA, sort_columns=["ts"], properties=props)
     for s in range(5):
         for part in range(2):
             first = s * 100 + part * 50
@@ -65,13 +66,19 @@ def flip(path: Path, offset: int) -> None:
         f.write(bytes([b[0] ^ 0x5A]))
 
 
-def test_verify_reports_a_flipped_byte_in_a_page(tmp_path: Path) -> None:
+@pytest.mark.parametrize("columnar_format", ["parquet", "carbonlite"])
+def test_verify_reports_a_flipped_byte_in_a_page(tmp_path: Path, columnar_format: str) -> None:
+    """A flipped byte in a page of a columnar file: a blocklet file's page checksum, or the
+    CRC CarbonLite writes for every Parquet page, catches it."""
     path = tmp_path / "t"
-    t = healthy(path)
+    t = healthy(path, columnar_format)
     files = live_files(t)
     rel = next(r for r in files if "/0.1/" in r)
     entry = files[rel].blocklets[1]
-    at = _first_page_offset(path / rel, entry.offset) + 3
+    if columnar_format == "carbonlite":
+        at = _first_page_offset(path / rel, entry.offset) + 3
+    else:  # past the first page's header, inside its values
+        at = entry.offset + 40
     flip(path / rel, at)
     result = t.verify()
     assert not result.ok
@@ -148,10 +155,7 @@ def test_verify_reports_every_problem_at_once(tmp_path: Path) -> None:
     by_segment = {r.split("/")[1]: r for r in files}
     assert set(by_segment) == {"0.1", "4.0", "5"}
     compacted, handed_off, stream = by_segment["0.1"], by_segment["4.0"], by_segment["5"]
-    flip(
-        path / compacted,
-        _first_page_offset(path / compacted, files[compacted].blocklets[0].offset) + 1,
-    )
+    flip(path / compacted, files[compacted].blocklets[0].offset + 40)  # in a Parquet page
     os.remove(path / handed_off)
     os.truncate(path / stream, files[stream].committed_length // 2)
     result = cl.open_table(path).verify()  # reports, does not raise
@@ -160,11 +164,15 @@ def test_verify_reports_every_problem_at_once(tmp_path: Path) -> None:
     assert result.files_checked == 3
 
 
-@pytest.mark.parametrize("where", ["file header", "blocklet header"])
+@pytest.mark.parametrize("where", ["file header", "blocklet header", "parquet footer"])
 def test_verify_reports_damage_outside_pages(tmp_path: Path, where: str) -> None:
     path = tmp_path / "t"
-    t = healthy(path)
+    t = healthy(path, "parquet" if where == "parquet footer" else "carbonlite")
     rel, f = next((r, f) for r, f in live_files(t).items() if "/0.1/" in r)
-    flip(path / rel, 5 if where == "file header" else f.blocklets[0].offset + 20)
+    if where == "parquet footer":  # the footer's length is the 4 bytes before the magic
+        at = f.committed_length - 8
+    else:
+        at = 5 if where == "file header" else f.blocklets[0].offset + 20
+    flip(path / rel, at)
     result = t.verify()
     assert [p.file for p in result.problems] == [rel], result.problems

@@ -29,6 +29,7 @@ from tests.support.lookups import (
     assert_bloom_prunes,
     check_counts,
     damage,
+    data_file_of,
     data_files,
     forget_side_files,
     plan_of,
@@ -461,9 +462,7 @@ def test_clean_deletes_bloom_files_with_their_data_files(tmp_path: Path, reopen:
     t.append(rows(200, 40))  # a second bloom file of the same data file
     before_data, before_blooms = data_files(root), side_files(root, "bloom")
     assert len(before_blooms) == 2
-    assert before_blooms and all(
-        b.split(".cblt.")[0] + ".cblt" in before_data for b in before_blooms
-    )
+    assert before_blooms and all(data_file_of(b) in before_data for b in before_blooms)
     t.finish_streaming()
     t.handoff()
     handoff_blooms = side_files(root, "bloom") - before_blooms
@@ -476,7 +475,7 @@ def test_clean_deletes_bloom_files_with_their_data_files(tmp_path: Path, reopen:
     assert side_files(root, "bloom") == handoff_blooms
     assert not data_files(root) & before_data
     for b in side_files(root, "bloom"):
-        assert b.split(".cblt.")[0] + ".cblt" in data_files(root)
+        assert data_file_of(b) in data_files(root)
     check_lookups(t, rows())
     assert_bloom_prunes(t)
     assert t.verify().ok

@@ -27,6 +27,7 @@ from tests.support.lookups import (
     SCHEMA,
     assert_index_prunes,
     damage,
+    data_file_of,
     data_files,
     forget_side_files,
     indexed_blocklets,
@@ -62,7 +63,7 @@ def test_streaming_files_get_no_index(tmp_path: Path) -> None:
     columnar = [p for p, cols in files.items() if cols]
     assert len(columnar) == 1 and files[columnar[0]] == {"id", "name"}
     assert all(not cols for p, cols in files.items() if p != columnar[0])
-    assert {s.split(".cblt.")[0] + ".cblt" for s in side_files(root, "secondary")} == set(columnar)
+    assert {data_file_of(s) for s in side_files(root, "secondary")} == set(columnar)
     plan = plan_of(t, pc.field("id") == ABSENT)
     assert plan.blocklets_pruned_by_index == indexed_blocklets(t) == 25
     assert plan.blocklets_selected == plan.blocklets_total - 25
@@ -336,7 +337,7 @@ def test_clean_deletes_index_files_with_their_data_files(tmp_path: Path, reopen:
         == referenced_side_files(t, "secondary") & side_files(root, "secondary")
     )
     for s in side_files(root, "secondary"):
-        assert s.split(".cblt.")[0] + ".cblt" in data_files(root)
+        assert data_file_of(s) in data_files(root)
     check_lookups(t, pa.concat_tables([rows(), rows(400, 40)]))
     assert_index_prunes(t)
     assert t.verify().ok

@@ -468,8 +468,17 @@ def live_indexes(t: cl.Table) -> dict[str, set[str]]:
 
 
 def data_files(root: Path) -> set[str]:
-    """The data files on disk under ``root``, relative to it."""
-    return {str(p.relative_to(root)) for p in root.rglob("*.cblt")}
+    """The data files on disk under ``root``, relative to it (blocklet and Parquet files)."""
+    return {str(p.relative_to(root)) for e in ("*.cblt", "*.parquet") for p in root.rglob(e)}
+
+
+def data_file_of(side_file: str) -> str:
+    """The data file a bloom or index file belongs to (its name is the data file's, then a
+    token and its kind)."""
+    for suffix in (".cblt", ".parquet"):
+        if suffix + "." in side_file:
+            return side_file.split(suffix + ".")[0] + suffix
+    raise AssertionError(f"{side_file!r} names no data file")
 
 
 def side_files(root: Path, kind: IndexKind) -> set[str]:

@@ -37,7 +37,8 @@ def _sorted_ids(table: cl.Table) -> list[int]:
 
 
 def test_streaming_pages_are_lz4_and_handoff_rewrites_them_with_zstd(place: Place) -> None:
-    t = place.create("t", properties={"blocklet_max_rows": "500"})
+    # handoff writing blocklet files (a Parquet table's are Parquet: tests/format)
+    t = place.create("t", properties={"blocklet_max_rows": "500", "columnar_format": "carbonlite"})
     t.append(events(0, 2000))
     t.append(events(2000, 1000))
     assert _codecs(t) == {CODEC_LZ4}

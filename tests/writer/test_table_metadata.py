@@ -22,6 +22,7 @@ def test_set_and_unset_properties(table):
     result = table.set_properties({"checkpoint_interval": "5", "user.team": "data"})
     assert result.version == 1
     assert table.properties == {
+        "columnar_format": "parquet",  # every new table's, unless told
         "user.owner": "ana",
         "checkpoint_interval": "5",
         "user.team": "data",
@@ -34,7 +35,7 @@ def test_set_and_unset_properties(table):
     assert table.set_properties({"checkpoint_interval": "5"}).version is None  # no change
     result = table.unset_properties(["checkpoint_interval", "user.owner"])
     assert result.version == table.version
-    assert table.properties == {"user.team": "data"}
+    assert table.properties == {"columnar_format": "parquet", "user.team": "data"}
     assert (
         table.effective_properties["checkpoint_interval"]
         == PROPERTIES["checkpoint_interval"].default
@@ -76,6 +77,7 @@ def test_concurrent_property_changes_never_drop_one(table):
     table.set_properties({"user.a": "1"})
     other.set_properties({"user.b": "2"})  # starts from the newest state
     assert cl.open_table(table.path).properties == {
+        "columnar_format": "parquet",
         "user.owner": "ana",
         "user.a": "1",
         "user.b": "2",

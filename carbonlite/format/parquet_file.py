@@ -1,0 +1,424 @@
+"""Columnar data files in Parquet: one row group per blocklet.
+
+Handoff and compaction write a table's columnar segments in Parquet when its
+``columnar_format`` is ``parquet`` (docs/FORMAT.md, "Columnar files in Parquet"), so that every
+engine reads them. A blocklet of such a file is a row group: the log records its first byte
+and its length (from the first page of its first column chunk to the end of its last), its
+rows and CarbonLite's statistics of it, exactly as for a blocklet of a ``.cblt`` file; bloom
+filters, secondary indexes and deletion vectors name it by that offset. Every field carries
+``PARQUET:field_id`` (``format/field_ids.py``) and the columns have their physical names.
+
+:class:`ParquetBlockletWriter` and :class:`ParquetBlockletReader` have the methods of
+:class:`~carbonlite.format.BlockletFileWriter` and
+:class:`~carbonlite.format.BlockletFileReader` that columnar files are written and read with.
+Both go through :mod:`carbonlite.storage`, so a file lies wherever the table does.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from carbonlite.errors import CarbonLiteError, CorruptDataError, InvalidOptionError
+from carbonlite.format.bloom import BloomSpec, build_bloom_record
+from carbonlite.format.conform import conform_batch
+from carbonlite.format.field_ids import FIELD_ID_KEY, with_field_ids
+from carbonlite.format.meta import BlockletMeta
+from carbonlite.format.stats import compute_column_stats
+from carbonlite.format.types import check_schema, stat_kind
+from carbonlite.format.writer import (
+    DEFAULT_BLOCKLET_BYTES,
+    DEFAULT_BLOCKLET_ROWS,
+    rebatch,
+    split_into_blocklets,
+)
+from carbonlite.storage import Appender, RangeReader, open_storage
+
+__all__ = [
+    "PARQUET_SUFFIX",
+    "WRITER_SETTINGS",
+    "ParquetBlockletReader",
+    "ParquetBlockletWriter",
+    "is_parquet",
+    "row_group_spans",
+]
+
+PARQUET_SUFFIX = ".parquet"
+"""The name ending of a columnar file in Parquet (a ``.cblt`` file is a blocklet file)."""
+
+WRITER_SETTINGS: Mapping[str, Any] = {
+    "use_dictionary": True,
+    "write_statistics": True,
+    "write_page_index": True,
+    "data_page_size": 1024 * 1024,
+    "store_schema": True,
+    "write_page_checksum": True,
+}
+"""Parquet writer settings (docs/BENCHMARKS.md, "Columnar files in Parquet", says why):
+dictionary pages where they pay, statistics and the page index for engines that prune by
+them, 1 MiB pages, the Arrow schema so every Arrow type reads back as written, and a CRC of
+every page, which CarbonLite checks as it reads (a damaged page is an error, never wrong
+values).
+Compression is zstd at the table's ``compression_level`` (0: none)."""
+
+
+_READ_SETTINGS: Mapping[str, Any] = {"pre_buffer": True, "page_checksum_verification": True}
+
+
+def is_parquet(path: str) -> bool:
+    """Whether ``path`` names a columnar file in Parquet."""
+    return path.endswith(PARQUET_SUFFIX)
+
+
+def row_group_spans(metadata: pq.FileMetaData) -> list[tuple[int, int, int]]:
+    """(first byte, length, rows) of each row group: from the first page of its first
+    column chunk (the dictionary page when it has one) to the end of its last."""
+    spans = []
+    for i in range(metadata.num_row_groups):
+        group = metadata.row_group(i)
+        start = end = None
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            first = chunk.data_page_offset
+            if chunk.has_dictionary_page and chunk.dictionary_page_offset is not None:
+                first = min(first, chunk.dictionary_page_offset)
+            last = first + chunk.total_compressed_size
+            start = first if start is None else min(start, first)
+            end = last if end is None else max(end, last)
+        if start is None or end is None:  # a row group of no columns
+            start = end = 4
+        spans.append((start, end - start, group.num_rows))
+    return spans
+
+
+class _AppenderFile(io.RawIOBase):
+    """An :class:`Appender` as the writable stream Arrow's Parquet writer writes to."""
+
+    def __init__(self, appender: Appender) -> None:
+        self._appender = appender
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self._appender.write(view)
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self._appender.size
+
+
+class _RangeFile(io.RawIOBase):
+    """A :class:`RangeReader` as the seekable stream Arrow's Parquet reader reads."""
+
+    def __init__(self, source: RangeReader, size: int) -> None:
+        self._source = source
+        self._size = size
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def size(self) -> int:
+        return self._size
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._source.read(self._pos, min(view.nbytes, max(self._size - self._pos, 0)))
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            size = self._size - self._pos
+        data = self._source.read(self._pos, min(size, max(self._size - self._pos, 0)))
+        self._pos += len(data)
+        return data
+
+
+class ParquetBlockletWriter:
+    """Writes one new columnar Parquet file, a row group per blocklet.
+
+    ``schema``: the file's schema (physical names); ``column_ids``: the id of each of its
+    fields (``PARQUET:field_id``). The file is complete once :meth:`close` returns; until then
+    it is not a Parquet file (its footer is written last)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        schema: pa.Schema,
+        column_ids: Sequence[int],
+        *,
+        compression_level: int = 1,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not 0 <= compression_level <= 22:
+            raise InvalidOptionError(
+                f"compression_level must be 0 (none) to 22 (zstd max), got {compression_level}"
+            )
+        check_schema(schema)
+        self.path = os.fspath(path)
+        self.schema = schema
+        self._file_schema = with_field_ids(schema, column_ids)
+        storage, p = open_storage(self.path, dict(storage_options or {}))
+        self._appender = storage.open_appender(p)
+        self._stream = _AppenderFile(self._appender)
+        compression = "zstd" if compression_level > 0 else "none"
+        try:
+            self._writer = pq.ParquetWriter(
+                self._stream,
+                self._file_schema,
+                compression=compression,
+                compression_level=compression_level if compression_level > 0 else None,
+                **WRITER_SETTINGS,
+            )
+        except BaseException:
+            self._appender.close()
+            raise
+        self._storage_options = dict(storage_options or {})
+        self._metas: list[BlockletMeta] = []
+        self._pending: list[tuple[int, Mapping[str, Any], bytes | None]] = []
+        self._closed = False
+        self.metadata: pq.FileMetaData | None = None
+
+    @property
+    def length(self) -> int:
+        """Bytes written so far (the whole file once closed)."""
+        return self._appender.size
+
+    def write(
+        self,
+        data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch],
+        *,
+        max_rows: int = DEFAULT_BLOCKLET_ROWS,
+        max_bytes: int = DEFAULT_BLOCKLET_BYTES,
+        blooms: BloomSpec | None = None,
+    ) -> None:
+        """Append ``data`` cut into blocklets, one row group each; their metas (offsets are
+        known once the footer is written) come from :meth:`close`."""
+        if self._closed:
+            raise CarbonLiteError(f"the writer of {self.path!r} is closed")
+        if isinstance(data, pa.Table):
+            batches: Iterable[pa.RecordBatch] = data.to_batches()
+        elif isinstance(data, pa.RecordBatch):
+            batches = [data]
+        else:
+            batches = data
+        conformed = (conform_batch(b, self.schema, where=repr(self.path)) for b in batches)
+        for batch in split_into_blocklets(
+            rebatch(conformed, max_rows=max_rows, max_bytes=max_bytes),
+            max_rows=max_rows,
+            max_bytes=max_bytes,
+        ):
+            stats = {
+                f.name: compute_column_stats(batch.column(i), stat_kind(f.type))
+                for i, f in enumerate(self.schema)
+            }
+            bloom = (
+                None if blooms is None else build_bloom_record(batch, blooms.columns, blooms.fpp)
+            )
+            typed = pa.RecordBatch.from_arrays(batch.columns, schema=self._file_schema)
+            self._writer.write_batch(typed, row_group_size=batch.num_rows)
+            self._pending.append((batch.num_rows, stats, bloom))
+
+    def close(self) -> list[BlockletMeta]:
+        """Write the footer, make the file durable and return its blocklets."""
+        if self._closed:
+            return self._metas
+        self._closed = True
+        try:
+            self._writer.close()
+            self.metadata = self._writer.metadata if hasattr(self._writer, "metadata") else None
+        finally:
+            self._appender.close()
+        spans = self._spans()
+        if len(spans) != len(self._pending):
+            raise CorruptDataError(
+                f"{self.path!r} was written with {len(spans)} row groups for "
+                f"{len(self._pending)} blocklets",
+                path=self.path,
+            )
+        self._metas = [
+            BlockletMeta(offset, length, rows, stats=stats, bloom=bloom)
+            for (offset, length, rows), (_, stats, bloom) in zip(spans, self._pending, strict=True)
+        ]
+        return self._metas
+
+    def _spans(self) -> list[tuple[int, int, int]]:
+        metadata = self.metadata
+        if metadata is None or metadata.num_row_groups != len(self._pending):
+            with ParquetBlockletReader(self.path, storage_options=self._storage_options) as reader:
+                metadata = reader.metadata
+        return row_group_spans(metadata)
+
+    def __enter__(self) -> ParquetBlockletWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _without_field_ids(field: pa.Field) -> pa.Field:
+    """``field`` without the field ids Arrow reads back from Parquet (nested ones too)."""
+    t = field.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_without_field_ids(t.field(i)) for i in range(t.num_fields)])
+    elif pa.types.is_map(t):
+        t = pa.map_(
+            _without_field_ids(t.key_field), _without_field_ids(t.item_field), t.keys_sorted
+        )
+    elif pa.types.is_large_list(t):
+        t = pa.large_list(_without_field_ids(t.value_field))
+    elif pa.types.is_fixed_size_list(t):
+        t = pa.list_(_without_field_ids(t.value_field), t.list_size)
+    elif pa.types.is_list(t):
+        t = pa.list_(_without_field_ids(t.value_field))
+    meta = {k: v for k, v in (field.metadata or {}).items() if k != FIELD_ID_KEY}
+    return pa.field(field.name, t, field.nullable, meta or None)
+
+
+class ParquetBlockletReader:
+    """Reads the blocklets (row groups) of a columnar Parquet file.
+
+    ``end``: the committed length, which for a columnar file is its whole size; a file of
+    another size is damaged or not the one committed (:class:`CorruptDataError`)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        end: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        storage, p = open_storage(self.path, dict(storage_options or {}))
+        self._source = storage.open_reader(p)
+        try:
+            self.size = self._source.size()
+            if end is not None and end != self.size:
+                raise CorruptDataError(
+                    f"the columnar file holds {self.size} bytes and its committed length is "
+                    f"{end} (was it replaced or truncated?)",
+                    path=self.path,
+                    offset=min(end, self.size),
+                )
+            self._local = p if storage.protocol == "file" else None
+            self.metadata: pq.FileMetaData = self._open(None).metadata
+        except CarbonLiteError:
+            self._source.close()
+            raise
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            self._source.close()
+            raise CorruptDataError(
+                f"not a readable Parquet file: {exc}", path=self.path, offset=None
+            ) from None
+        self.end = self.size
+        arrow = self.metadata.schema.to_arrow_schema()
+        self.schema: pa.Schema = pa.schema([_without_field_ids(f) for f in arrow])
+        self._groups = {
+            offset: i for i, (offset, _, _) in enumerate(row_group_spans(self.metadata))
+        }
+        self._blocklets: list[BlockletMeta] | None = None
+
+    def _open(self, metadata: pq.FileMetaData | None) -> pq.ParquetFile:
+        """A reader of the file (one per read: a ``ParquetFile`` is not safe to share between
+        threads, and blocklets are read side by side); ``metadata``: the footer, read once."""
+        if self._local is not None:
+            return pq.ParquetFile(self._local, metadata=metadata, **_READ_SETTINGS)
+        source = pa.PythonFile(_RangeFile(self._source, self.size), mode="r")
+        return pq.ParquetFile(source, metadata=metadata, **_READ_SETTINGS)
+
+    def blocklets(self) -> list[BlockletMeta]:
+        """The row groups as blocklets (offset, length, rows; no statistics)."""
+        if self._blocklets is None:
+            self._blocklets = [
+                BlockletMeta(offset, length, rows)
+                for offset, length, rows in row_group_spans(self.metadata)
+            ]
+        return self._blocklets
+
+    @property
+    def valid_length(self) -> int:
+        return self.size
+
+    def read_blocklet(
+        self, meta: BlockletMeta, columns: Sequence[str] | None = None
+    ) -> pa.RecordBatch:
+        """The rows of the row group at ``meta.offset``, only ``columns`` (all by default)."""
+        group = self._groups.get(meta.offset)
+        if group is None:
+            raise CorruptDataError(
+                f"no row group starts at byte {meta.offset} (the log's blocklet)",
+                path=self.path,
+                offset=meta.offset,
+            )
+        names = self.schema.names if columns is None else list(columns)
+        schema = pa.schema([self.schema.field(n) for n in names])
+        if not names:
+            rows = self.metadata.row_group(group).num_rows
+            return pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
+        try:
+            with self._open(self.metadata) as file:
+                table = file.read_row_group(group, columns=names, use_threads=False)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise CorruptDataError(
+                f"row group {group} does not decode: {exc}", path=self.path, offset=meta.offset
+            ) from None
+        if table.num_rows != meta.num_rows:
+            raise CorruptDataError(
+                f"row group {group} holds {table.num_rows} rows, the log says {meta.num_rows}",
+                path=self.path,
+                offset=meta.offset,
+            )
+        arrays = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in table.columns]
+        arrays = [
+            a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, schema, strict=True)
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def iter_batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        for meta in self.blocklets():
+            yield self.read_blocklet(meta, columns)
+
+    def read_all(self, columns: Sequence[str] | None = None) -> pa.Table:
+        names = self.schema.names if columns is None else list(columns)
+        schema = pa.schema([self.schema.field(n) for n in names])
+        return pa.Table.from_batches(list(self.iter_batches(columns)), schema=schema)
+
+    def close(self) -> None:
+        self._source.close()
+
+    def __enter__(self) -> ParquetBlockletReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
