@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from carbonlite.errors import InvalidOptionError
 from carbonlite.format.bloom import BloomSpec
+from carbonlite.format.parquet_file import is_parquet
 from carbonlite.metadata import SegmentState, Snapshot
 from carbonlite.metadata.columns import IDENTITY, ColumnLayout, column_ids
 from carbonlite.properties import TableProperties
@@ -198,21 +199,32 @@ def _plan_minor(snapshot: Snapshot) -> list[CompactionTask]:
     return tasks
 
 
+def _in_other_format(seg: SegmentState, columnar_format: str) -> bool:
+    """Whether a file of ``seg`` is not in the table's ``columnar_format``."""
+    return any(is_parquet(f) != (columnar_format == "parquet") for f in seg.files)
+
+
 def _plan_major(snapshot: Snapshot) -> list[CompactionTask]:
-    limit = TableProperties(snapshot.properties).major_compaction_size
+    """Runs of consecutive segments up to ``major_compaction_size`` merged, each into one; a
+    segment alone in its run is rewritten when its files are not in the table's
+    ``columnar_format`` (so a major compaction converts the whole table)."""
+    props = TableProperties(snapshot.properties)
+    limit, columnar_format = props.major_compaction_size, props.columnar_format
     tasks: list[CompactionTask] = []
     group: list[SegmentState] = []
     size = 0
 
     def flush() -> None:
-        if len(group) >= 2:
+        if len(group) >= 2 or (group and _in_other_format(group[0], columnar_format)):
             tasks.append(_task(snapshot, group, max(s.level for s in group) + 1))
 
     for candidates in _by_partition(_candidates(snapshot)):
         for seg in candidates:
             if seg.num_bytes >= limit:  # already large: it ends the run of consecutive segments
                 flush()
-                group, size = [], 0
+                group, size = [seg], 0
+                flush()  # (converted alone when it must be)
+                group = []
                 continue
             if group and size + seg.num_bytes > limit:
                 flush()

@@ -16,6 +16,7 @@ Both go through :mod:`carbonlite.storage`, so a file lies wherever the table doe
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -282,6 +283,19 @@ class ParquetBlockletWriter:
         self.close()
 
 
+def _stored_schema(metadata: pq.FileMetaData) -> pa.Schema | None:
+    """The Arrow schema the writer stored in the file (``store_schema``): the exact types it
+    was given (a ``timestamp[s]`` column, which Parquet keeps as milliseconds, reads back in
+    seconds); None in a file without one."""
+    raw = (metadata.metadata or {}).get(b"ARROW:schema")
+    if raw is None:
+        return None
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(raw)))
+    except (ValueError, pa.ArrowException):
+        return None
+
+
 def _without_field_ids(field: pa.Field) -> pa.Field:
     """``field`` without the field ids Arrow reads back from Parquet (nested ones too)."""
     t = field.type
@@ -327,7 +341,9 @@ class ParquetBlockletReader:
                     offset=min(end, self.size),
                 )
             self._local = p if storage.protocol == "file" else None
-            self.metadata: pq.FileMetaData = self._open(None).metadata
+            with self._open(None) as first:
+                self.metadata: pq.FileMetaData = first.metadata
+                arrow = _stored_schema(first.metadata) or first.schema_arrow
         except CarbonLiteError:
             self._source.close()
             raise
@@ -337,7 +353,6 @@ class ParquetBlockletReader:
                 f"not a readable Parquet file: {exc}", path=self.path, offset=None
             ) from None
         self.end = self.size
-        arrow = self.metadata.schema.to_arrow_schema()
         self.schema: pa.Schema = pa.schema([_without_field_ids(f) for f in arrow])
         self._groups = {
             offset: i for i, (offset, _, _) in enumerate(row_group_spans(self.metadata))
