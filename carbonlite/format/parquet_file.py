@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from carbonlite.errors import CarbonLiteError, CorruptDataError, InvalidOptionError
@@ -54,7 +55,6 @@ PARQUET_SUFFIX = ".parquet"
 """The name ending of a columnar file in Parquet (a ``.cblt`` file is a blocklet file)."""
 
 WRITER_SETTINGS: Mapping[str, Any] = {
-    "use_dictionary": True,
     "write_statistics": True,
     "write_page_index": True,
     "data_page_size": 1024 * 1024,
@@ -62,11 +62,31 @@ WRITER_SETTINGS: Mapping[str, Any] = {
     "write_page_checksum": True,
 }
 """Parquet writer settings (docs/BENCHMARKS.md, "Columnar files in Parquet", says why):
-dictionary pages where they pay, statistics and the page index for engines that prune by
+statistics and the page index for engines that prune by
 them, 1 MiB pages, the Arrow schema so every Arrow type reads back as written, and a CRC of
 every page, which CarbonLite checks as it reads (a damaged page is an error, never wrong
 values).
-Compression is zstd at the table's ``compression_level`` (0: none)."""
+Compression is zstd at the table's ``compression_level`` (0: none). Dictionary encoding
+is chosen per column from the file's first blocklet (:func:`dictionary_columns`)."""
+
+DICTIONARY_MAX_SHARE = 0.1
+"""A column is dictionary-encoded when its first blocklet's distinct values are at most this
+share of its rows: below it a dictionary makes pages smaller and faster to read; above it
+Arrow builds a dictionary it then abandons, which costs half the write time of a file whose
+keys and timestamps are unique."""
+
+
+def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
+    """The columns of ``batch`` (top level, not nested) worth a dictionary."""
+    out = []
+    limit = max(1, int(batch.num_rows * DICTIONARY_MAX_SHARE))
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        t = field.type
+        if pa.types.is_nested(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
+            continue
+        if pc.count_distinct(column, mode="all").as_py() <= limit:
+            out.append(field.name)
+    return out
 
 
 _READ_SETTINGS: Mapping[str, Any] = {"pre_buffer": True, "page_checksum_verification": True}
@@ -171,7 +191,10 @@ class ParquetBlockletWriter:
         *,
         compression_level: int = 1,
         storage_options: Mapping[str, Any] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
+        """``settings``: Parquet writer settings in place of :data:`WRITER_SETTINGS` and the
+        compression (``benchmarks/bench_columnar_format.py`` compares them)."""
         if not 0 <= compression_level <= 22:
             raise InvalidOptionError(
                 f"compression_level must be 0 (none) to 22 (zstd max), got {compression_level}"
@@ -183,18 +206,13 @@ class ParquetBlockletWriter:
         storage, p = open_storage(self.path, dict(storage_options or {}))
         self._appender = storage.open_appender(p)
         self._stream = _AppenderFile(self._appender)
-        compression = "zstd" if compression_level > 0 else "none"
-        try:
-            self._writer = pq.ParquetWriter(
-                self._stream,
-                self._file_schema,
-                compression=compression,
-                compression_level=compression_level if compression_level > 0 else None,
-                **WRITER_SETTINGS,
-            )
-        except BaseException:
-            self._appender.close()
-            raise
+        self._settings: dict[str, Any] = {
+            "compression": "zstd" if compression_level > 0 else "none",
+            "compression_level": compression_level if compression_level > 0 else None,
+            **WRITER_SETTINGS,
+            **(settings or {}),
+        }
+        self._writer: pq.ParquetWriter | None = None  # made at the first rows (see _open)
         self._storage_options = dict(storage_options or {})
         self._metas: list[BlockletMeta] = []
         self._pending: list[tuple[int, Mapping[str, Any], bytes | None]] = []
@@ -238,8 +256,25 @@ class ParquetBlockletWriter:
                 None if blooms is None else build_bloom_record(batch, blooms.columns, blooms.fpp)
             )
             typed = pa.RecordBatch.from_arrays(batch.columns, schema=self._file_schema)
-            self._writer.write_batch(typed, row_group_size=batch.num_rows)
+            self._open(batch).write_batch(typed, row_group_size=batch.num_rows)
             self._pending.append((batch.num_rows, stats, bloom))
+
+    def _open(self, first: pa.RecordBatch | None) -> pq.ParquetWriter:
+        """The Parquet writer, made at the first blocklet (whose values choose the columns
+        with dictionaries) or at the close of a file of none."""
+        if self._writer is None:
+            settings = dict(self._settings)
+            if "use_dictionary" not in settings:
+                settings["use_dictionary"] = (
+                    dictionary_columns(first) if first is not None else False
+                )
+            try:
+                self._writer = pq.ParquetWriter(self._stream, self._file_schema, **settings)
+            except BaseException:
+                self._closed = True
+                self._appender.close()
+                raise
+        return self._writer
 
     def close(self) -> list[BlockletMeta]:
         """Write the footer, make the file durable and return its blocklets."""
@@ -247,8 +282,9 @@ class ParquetBlockletWriter:
             return self._metas
         self._closed = True
         try:
-            self._writer.close()
-            self.metadata = self._writer.metadata if hasattr(self._writer, "metadata") else None
+            writer = self._open(None)
+            writer.close()
+            self.metadata = writer.metadata if hasattr(writer, "metadata") else None
         finally:
             self._appender.close()
         spans = self._spans()
@@ -398,7 +434,7 @@ class ParquetBlockletReader:
             return pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
         try:
             with self._open(self.metadata) as file:
-                table = file.read_row_group(group, columns=names, use_threads=False)
+                table = file.read_row_group(group, columns=names, use_threads=True)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise CorruptDataError(
                 f"row group {group} does not decode: {exc}", path=self.path, offset=meta.offset
