@@ -126,8 +126,8 @@ def reads(tables: dict[str, cl.Table], repeat: int) -> dict[str, dict[str, float
     for agent in agents:
         flt = pc.field("agent") == agent
         ways: dict[str, Callable[[], Any]] = {
-            **{k: (lambda t=t: t.to_arrow(filter=flt)) for k, t in tables.items()},
-            "pyarrow.dataset": lambda: dataset.to_table(filter=flt),
+            **{k: (lambda t=t, flt=flt: t.to_arrow(filter=flt)) for k, t in tables.items()},
+            "pyarrow.dataset": lambda flt=flt: dataset.to_table(filter=flt),
         }
         for way, fn in ways.items():
             lookups.setdefault(way, []).append(best(fn, repeat))
@@ -186,7 +186,9 @@ def main() -> None:
     try:
         tables, handoff = build(base, args.rows, args.batch)
         measured = reads(tables, args.repeat)
-        size = {k: sum(Path(p).stat().st_size for p in columnar_paths(t)) for k, t in tables.items()}
+        size = {
+            k: sum(Path(p).stat().st_size for p in columnar_paths(t)) for k, t in tables.items()
+        }
         result: dict[str, Any] = {
             **run_facts(),
             "rows": args.rows,
