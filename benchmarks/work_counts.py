@@ -14,7 +14,8 @@ operations:
   service writes to its write-ahead log;
 - ``fsyncs``: ``os.fsync`` and ``os.fdatasync``;
 - ``files_opened``: ``os.open`` and ``open``;
-- ``blocklets_decoded``: blocklets read by ``BlockletFileReader.read_blocklet``;
+- ``blocklets_decoded``: blocklets read by ``BlockletFileReader.read_blocklet`` and row
+  groups by ``ParquetBlockletReader.read_blocklet``;
 - ``calls``: calls of CarbonLite's own Python functions (a profiler hook on every thread,
   Flight's handler threads included); other packages' calls are not counted, so a new
   pyarrow cannot move the figure.
@@ -225,16 +226,17 @@ def _instrument_calls(counts: Counts) -> Callable[[], None]:
 
 
 def _instrument_blocklets(counts: Counts) -> None:
-    from carbonlite.format import reader
+    from carbonlite.format import parquet_file, reader
 
-    real = reader.BlockletFileReader.read_blocklet
+    for kind in (reader.BlockletFileReader, parquet_file.ParquetBlockletReader):
+        real = kind.read_blocklet
 
-    @functools.wraps(real)
-    def read_blocklet(self: Any, *args: Any, **kwargs: Any) -> Any:
-        counts.add("blocklets_decoded")
-        return real(self, *args, **kwargs)
+        @functools.wraps(real)
+        def read_blocklet(self: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            counts.add("blocklets_decoded")
+            return _real(self, *args, **kwargs)
 
-    reader.BlockletFileReader.read_blocklet = read_blocklet  # type: ignore[method-assign]
+        kind.read_blocklet = read_blocklet  # type: ignore[method-assign]
 
 
 # --- the paths ------------------------------------------------------------------------------

@@ -163,15 +163,16 @@ class _RangeFile(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
-        data = self._source.read(self._pos, min(view.nbytes, max(self._size - self._pos, 0)))
+        data = self.read(view.nbytes)
         view[: len(data)] = data
-        self._pos += len(data)
         return len(data)
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: int = -1) -> Any:
+        """The next ``size`` bytes, in memory of Arrow's pool (``RangeReader.read_buffer``),
+        which Arrow takes without a copy."""
         if size is None or size < 0:
             size = self._size - self._pos
-        data = self._source.read(self._pos, min(size, max(self._size - self._pos, 0)))
+        data = self._source.read_buffer(self._pos, min(size, max(self._size - self._pos, 0)))
         self._pos += len(data)
         return data
 
@@ -376,7 +377,6 @@ class ParquetBlockletReader:
                     path=self.path,
                     offset=min(end, self.size),
                 )
-            self._local = p if storage.protocol == "file" else None
             with self._open(None) as first:
                 self.metadata: pq.FileMetaData = first.metadata
                 arrow = _stored_schema(first.metadata) or first.schema_arrow
@@ -397,9 +397,9 @@ class ParquetBlockletReader:
 
     def _open(self, metadata: pq.FileMetaData | None) -> pq.ParquetFile:
         """A reader of the file (one per read: a ``ParquetFile`` is not safe to share between
-        threads, and blocklets are read side by side); ``metadata``: the footer, read once."""
-        if self._local is not None:
-            return pq.ParquetFile(self._local, metadata=metadata, **_READ_SETTINGS)
+        threads, and blocklets are read side by side); ``metadata``: the footer, read once.
+        Its bytes come through the table's storage (its ranges coalesced by ``pre_buffer``),
+        as a blocklet file's do, wherever the file lies."""
         source = pa.PythonFile(_RangeFile(self._source, self.size), mode="r")
         return pq.ParquetFile(source, metadata=metadata, **_READ_SETTINGS)
 
