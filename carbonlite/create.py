@@ -29,6 +29,7 @@ from carbonlite.errors import (
     TableNotFoundError,
 )
 from carbonlite.format.types import check_schema, stat_kind
+from carbonlite.iceberg.schema import check_iceberg_table
 from carbonlite.metadata import Action, CommitInfo, Log, Snapshot, TableMetadata
 from carbonlite.metadata.columns import with_column_ids
 from carbonlite.metadata.partition_spec import PartitionSpec
@@ -232,6 +233,7 @@ def _new_table(
         )
     )
     check_bloom_columns(metadata.properties, schema, where=location)
+    check_iceberg_table(metadata, location)
     storage, root = open_storage(location, options or None)
     uri = storage.uri(root)
     log = Log(storage, root, uri)

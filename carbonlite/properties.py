@@ -211,6 +211,18 @@ def _columnar_format(text: str) -> str:
     return value
 
 
+def _iceberg(text: str) -> str:
+    value = str(text).strip().lower()
+    if value == "v3":
+        raise ValueError(
+            "Iceberg v3 (deletion vectors in Puffin files) is not written by this CarbonLite "
+            "yet; use v2"
+        )
+    if value not in ("off", "v2"):
+        raise ValueError("must be off or v2")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class PropertySpec:
     default: str
@@ -269,6 +281,12 @@ PROPERTIES: dict[str, PropertySpec] = {
         _columnar_format,
         "the files handoff and compaction write: parquet (new tables) or carbonlite (blocklet "
         "files; tables created before parquet existed); compaction converts files of the other",
+    ),
+    "iceberg": PropertySpec(
+        "off",
+        _iceberg,
+        "publish Iceberg metadata (v2) for every version that changes the columnar Parquet "
+        "files, under <table>/metadata/ (docs/ICEBERG.md); off by default",
     ),
     "handoff_blocklet_rows": PropertySpec(
         "131072",
@@ -367,6 +385,10 @@ class TableProperties:
     @property
     def columnar_format(self) -> str:
         return str(self._get("columnar_format"))
+
+    @property
+    def iceberg(self) -> str:
+        return str(self._get("iceberg"))
 
     @property
     def compression_level(self) -> int:

@@ -26,6 +26,7 @@ SEAMS: dict[str, str] = {
     "commit.before_put": "a commit's actions are built on a snapshot; its version is not yet created",
     "commit.after_put": "a version was created by this commit; its post-write checks have not run",
     "commit.before_checkpoint": "a version is committed and checked; its checkpoint is not yet written",
+    "commit.before_iceberg": "a version of a table publishing Iceberg is committed; its Iceberg metadata is not yet written",
     "log.after_read": "a reader applied one version and has not yet read the next",
     "checkpoint.after_manifests": "a checkpoint's manifests (merges included) are written; its document is not",
     "checkpoint.after_document": "a checkpoint's document is written; _last_checkpoint has not moved",

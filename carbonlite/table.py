@@ -44,6 +44,7 @@ from carbonlite.errors import (
     StaleSchemaError,
     VersionNotFoundError,
 )
+from carbonlite.iceberg import IcebergState, export_version, iceberg_format
 from carbonlite.metadata import (
     LOG_FORMAT_VERSION,
     Log,
@@ -934,6 +935,21 @@ class Table:
             dry_run=dry_run,
             min_age_seconds=DEFAULT_MIN_AGE_SECONDS if age is None else age,
         )
+
+    def sync_iceberg(self) -> IcebergState | None:
+        """Write the Iceberg metadata of the latest version now (a table with ``iceberg`` on
+        gets it after every commit that changes its columnar Parquet files; this catches up
+        after a crash or a failure between a commit and its Iceberg metadata). Returns the
+        state written, None when the metadata was up to date; errors are raised, not
+        logged."""
+        self._check_open()
+        snapshot = self.refresh().snapshot()
+        if iceberg_format(snapshot.properties) is None:
+            raise InvalidOptionError(
+                f"{self.path!r} does not publish Iceberg metadata: set its property "
+                "iceberg=v2 first (set_properties)"
+            )
+        return export_version(self.storage, self.root, snapshot)
 
     def verify(
         self, *, version: VersionLike | None = None, progress: ProgressCallback | None = None

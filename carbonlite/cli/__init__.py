@@ -8,6 +8,7 @@ from carbonlite.cli import (  # noqa: F401
     alter_cmd,
     create_cmd,
     demo_cmd,
+    iceberg_cmd,
     index_cmd,
     ingest_cmd,
     maintenance,

@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from carbonlite.metadata.checkpoint_policy import checkpoint_due
 from carbonlite.metadata.snapshot import Snapshot
@@ -59,15 +59,16 @@ class PostCommitFailure:
     """A post-commit step that failed; the commit of ``version`` stands."""
 
     version: int
-    step: Literal["checkpoint", "pointer"]
+    step: Literal["checkpoint", "pointer", "iceberg"]
     error: BaseException
 
     def __str__(self) -> str:
-        what = (
-            f"the checkpoint of version {self.version} could not be written"
-            if self.step == "checkpoint"
-            else f"the pointer could not be moved to checkpoint {self.version}"
-        )
+        what = {
+            "checkpoint": f"the checkpoint of version {self.version} could not be written",
+            "pointer": f"the pointer could not be moved to checkpoint {self.version}",
+            "iceberg": f"the Iceberg metadata of version {self.version} could not be written "
+            "(the next commit or sync_iceberg() catches up)",
+        }[self.step]
         return f"{what} ({self.error!r}); the commit stands"
 
 
@@ -76,6 +77,12 @@ class CheckpointWriter(Protocol):
 
     @property
     def uri(self) -> str: ...
+
+    @property
+    def storage(self) -> Any: ...
+
+    @property
+    def root(self) -> str: ...
 
     def rebased(self, snapshot: Snapshot) -> Snapshot: ...
 
@@ -100,7 +107,11 @@ class PostCommit:
 
     def after(self, committed: Snapshot) -> Snapshot:
         """Run (inline) or schedule (background) the steps due after ``committed``, a version of
-        the history; the snapshot the committer goes on with."""
+        the history; the snapshot the committer goes on with. A table with ``iceberg`` on
+        gets its Iceberg metadata first, always inline: never left to a thread a process
+        may exit without (Delta's UniForm lost conversions so)."""
+        if committed.properties.get("iceberg", "off") != "off":
+            self._publish(committed)
         if not checkpoint_due(committed):
             return committed
         if self.mode == "inline":
@@ -142,6 +153,16 @@ class PostCommit:
         except Exception as exc:
             self._failed(PostCommitFailure(committed.version, "pointer", exc))
         return rebased
+
+    def _publish(self, committed: Snapshot) -> None:
+        """Write the Iceberg metadata of ``committed``; a failure is kept and logged."""
+        from carbonlite.iceberg.export import export_version
+
+        reach("commit.before_iceberg")
+        try:
+            export_version(self._log.storage, self._log.root, committed)
+        except Exception as exc:
+            self._failed(PostCommitFailure(committed.version, "iceberg", exc))
 
     def _failed(self, failure: PostCommitFailure) -> None:
         _logger.warning("%s: %s", self._log.uri, failure)

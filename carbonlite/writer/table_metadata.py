@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from carbonlite._version import ENGINE
 from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.errors import InvalidOptionError
+from carbonlite.iceberg.schema import check_iceberg_table
 from carbonlite.metadata import (
     Action,
     CommitInfo,
@@ -77,6 +78,7 @@ def with_properties(snapshot: Snapshot, properties: Mapping[str, str]) -> Metada
         return None
     check_bloom_columns(merged, snapshot.schema, where=snapshot.table_path)
     after = dataclasses.replace(snapshot.metadata, properties=merged)
+    check_iceberg_table(after, snapshot.table_path)
     props = TableProperties(merged)
     if props.bloom_filter_columns or props.secondary_index_columns:  # came with format 7
         if after.format_version < COLUMN_ID_FORMAT_VERSION:

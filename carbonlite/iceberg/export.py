@@ -1,0 +1,429 @@
+"""Iceberg metadata for a version of a CarbonLite table (docs/ICEBERG.md).
+
+The Iceberg view of version V holds the rows of its columnar Parquet files (handed-off and
+compacted segments; the streaming tail is not Parquet and is not in it), less the rows its
+deletion vectors delete, in V's schema. :func:`export_version` writes it in Iceberg's
+file-system layout under ``<table>/metadata/``:
+
+- one manifest per columnar segment (``seg-<segment>-<digest>.avro``), written when the
+  segment first appears and named again by every later snapshot while the segment lives;
+- for each data file with deleted rows, a position-delete Parquet file of its deleted
+  positions (``del-<digest>.parquet``; a position counts the rows of the file's earlier row
+  groups), all in one delete manifest per distinct set of them;
+- the snapshot's manifest list ``snap-<id>.avro``, then ``v<N>.metadata.json``, created
+  with a conditional put (never a rename), then ``version-hint.text``.
+
+Snapshot ids and sequence numbers are the CarbonLite version plus one, and each snapshot's
+summary carries ``carbonlite.version``. A version whose view equals the last exported one
+writes nothing. Every name is a digest of what the file holds, so writing it again after a
+crash writes the same bytes, and a later export catches up with any version skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import struct
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from carbonlite.errors import CarbonLiteError, InvalidOptionError
+from carbonlite.format.deletion_vector import DeletionVector
+from carbonlite.format.parquet_file import is_parquet
+from carbonlite.format.types import stat_kind
+from carbonlite.iceberg.manifests import (
+    DATA,
+    POSITION_DELETES,
+    DataFileEntry,
+    ManifestFile,
+    manifest_bytes,
+    manifest_list_bytes,
+)
+from carbonlite.iceberg.schema import (
+    check_iceberg_schema,
+    iceberg_schema,
+    last_column_id,
+    name_mapping,
+)
+from carbonlite.metadata.columns import column_ids, layout_of
+from carbonlite.properties import TableProperties
+from carbonlite.storage import Storage
+
+__all__ = [
+    "METADATA_DIR",
+    "IcebergState",
+    "export_version",
+    "iceberg_format",
+    "read_state",
+]
+
+METADATA_DIR = "metadata"
+_HINT = "version-hint.text"
+_FILE_PATH_ID, _POS_ID = 2147483546, 2147483545
+
+
+def iceberg_format(properties: Mapping[str, str]) -> int | None:
+    """The Iceberg format version the table publishes (None: ``iceberg`` is off)."""
+    value = TableProperties(properties).iceberg
+    return None if value == "off" else int(value[1:])
+
+
+@dataclass(frozen=True)
+class IcebergState:
+    """The last Iceberg metadata written for a table."""
+
+    metadata_version: int
+    carbonlite_version: int
+    snapshots: int
+    path: str
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:20]
+
+
+def read_state(storage: Storage, root: str) -> tuple[IcebergState, dict[str, Any]] | None:
+    """The newest Iceberg metadata of the table (None: none was written yet)."""
+    meta = storage.join(root, METADATA_DIR)
+    try:
+        hint = int(storage.read(storage.join(meta, _HINT)).decode().strip())
+    except (FileNotFoundError, ValueError):
+        hint = 0
+    n = hint
+    while storage.exists(storage.join(meta, f"v{n + 1}.metadata.json")):  # a hint not moved
+        n += 1
+    if n == 0:
+        return None
+    path = storage.join(meta, f"v{n}.metadata.json")
+    doc = json.loads(storage.read(path))
+    current = next(
+        (s for s in doc.get("snapshots", []) if s["snapshot-id"] == doc.get("current-snapshot-id")),
+        None,
+    )
+    version = -1 if current is None else int(current["summary"]["carbonlite.version"])
+    return IcebergState(n, version, len(doc.get("snapshots", [])), path), doc
+
+
+# --- the view ------------------------------------------------------------------------------
+
+
+def _bound(kind: str | None, t: pa.DataType, value: Any) -> bytes | None:
+    """Iceberg's single-value binary form of a statistics bound (None: not given)."""
+    if value is None:
+        return None
+    if kind == "int":
+        if (
+            pa.types.is_date32(t)
+            or pa.types.is_int32(t)
+            or pa.types.is_int16(t)
+            or pa.types.is_int8(t)
+        ):
+            return struct.pack("<i", int(value))
+        return struct.pack("<q", int(value))
+    if kind == "bool":
+        return b"\x01" if value else b"\x00"
+    if kind == "string":
+        return str(value).encode("utf-8")
+    if kind == "binary" and not pa.types.is_fixed_size_binary(t):
+        return bytes(value)
+    return None  # floats (NaN), decimals and fixed binaries: no bounds, no pruning
+
+
+def _data_entry(storage: Storage, root: str, f: Any, metadata: Any) -> DataFileEntry:
+    """The manifest entry of the Parquet file ``f``: rows, size and per-column metrics
+    merged from its blocklets' statistics (keyed by physical name)."""
+    blocklets = f.blocklets
+    rows = sum(b.num_rows for b in blocklets)
+    layout = layout_of(metadata)
+    values, nulls, lower, upper = {}, {}, {}, {}
+    for field, cid in zip(metadata.schema, column_ids(metadata), strict=True):
+        if pa.types.is_nested(field.type):
+            continue
+        physical = layout.physical(field.name)
+        stats = [b.stats.get(physical) for b in blocklets]
+        if not stats or any(s is None for s in stats):
+            continue
+        values[cid] = rows
+        nulls[cid] = sum(s.null_count for s in stats)
+        kind = stat_kind(field.type)
+        valued = [
+            (b, s) for b, s in zip(blocklets, stats, strict=True) if s and s.null_count < b.num_rows
+        ]
+        if valued and all(s.min is not None for _, s in valued):  # every value bounded
+            lo = _bound(kind, field.type, min(s.min for _, s in valued))
+            if lo is not None:
+                lower[cid] = lo
+        if valued and all(s.max is not None for _, s in valued):
+            hi = _bound(kind, field.type, max(s.max for _, s in valued))
+            if hi is not None:
+                upper[cid] = hi
+    return DataFileEntry(
+        path=storage.uri(storage.join(root, f.path)),
+        record_count=rows,
+        size=f.committed_length,
+        content=DATA,
+        value_counts=values,
+        null_counts=nulls,
+        lower_bounds=lower,
+        upper_bounds=upper,
+        split_offsets=tuple(b.offset for b in blocklets),
+        sequence_number=f.created_version + 1,
+    )
+
+
+def _deleted_positions(storage: Storage, root: str, f: Any) -> np.ndarray:
+    """The positions (in the whole file) of the rows ``f``'s deletion vectors delete."""
+    starts, first = {}, 0
+    for b in f.blocklets:
+        starts[b.offset] = (first, b.num_rows)
+        first += b.num_rows
+    out = []
+    cache: dict[str, bytes] = {}
+    for offset, ref in f.deletion_items():
+        data = cache.get(ref.path)
+        if data is None:
+            data = cache[ref.path] = storage.read(storage.join(root, ref.path))
+        vector = DeletionVector.decode(memoryview(data)[ref.offset : ref.offset + ref.length])
+        start, _ = starts[offset]
+        keep = vector.keep_mask().to_numpy(zero_copy_only=False)
+        out.append(np.flatnonzero(~keep).astype(np.int64) + start)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _position_delete_file(
+    storage: Storage, root: str, data_path: str, positions: np.ndarray, version: int
+) -> DataFileEntry:
+    """The position-delete file of ``positions`` of the data file at ``data_path``
+    (written unless a file of the same content is there)."""
+    name = f"del-{_digest(data_path, hashlib.sha256(positions.tobytes()).hexdigest())}.parquet"
+    rel = storage.join(root, METADATA_DIR, name)
+    schema = pa.schema(
+        [
+            pa.field(
+                "file_path", pa.string(), False, {b"PARQUET:field_id": str(_FILE_PATH_ID).encode()}
+            ),
+            pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": str(_POS_ID).encode()}),
+        ]
+    )
+    if not storage.exists(rel):
+        table = pa.table(
+            [pa.array([data_path] * len(positions), pa.string()), pa.array(np.sort(positions))],
+            schema=schema,
+        )
+        out = io.BytesIO()
+        pq.write_table(table, out, compression="zstd")
+        storage.put_if_absent(rel, out.getvalue())
+    return DataFileEntry(
+        path=storage.uri(rel),
+        record_count=len(positions),
+        size=storage.size(rel),
+        content=POSITION_DELETES,
+        lower_bounds={_FILE_PATH_ID: data_path.encode()},
+        upper_bounds={_FILE_PATH_ID: data_path.encode()},
+        sequence_number=version + 1,
+    )
+
+
+def _put_manifest(
+    storage: Storage,
+    root: str,
+    name: str,
+    entries: Sequence[DataFileEntry],
+    *,
+    content: int,
+    snapshot_id: int,
+    schema: Mapping[str, Any],
+) -> ManifestFile:
+    """The manifest ``name`` of ``entries`` (its name a digest of them: written once, named
+    again by later snapshots)."""
+    rel = storage.join(root, METADATA_DIR, name)
+    if not storage.exists(rel):
+        storage.put(rel, manifest_bytes(entries, schema=schema, content=content))
+    numbers = [e.sequence_number for e in entries]
+    return ManifestFile(
+        path=storage.uri(rel),
+        length=storage.size(rel),
+        content=content,
+        sequence_number=max(numbers),
+        min_sequence_number=min(numbers),
+        added_snapshot_id=snapshot_id,
+        files=len(entries),
+        rows=sum(e.record_count for e in entries),
+    )
+
+
+def _view(snapshot: Any) -> list[tuple[Any, Any]]:
+    """(segment, file) of every live columnar Parquet file of ``snapshot``, in order."""
+    return [
+        (seg, f)
+        for seg in sorted(snapshot.segments.values(), key=lambda s: s.segment_id)
+        if seg.format == "COLUMNAR" and seg.status == "SUCCESS"
+        for f in sorted(seg.files.values(), key=lambda f: f.path)
+        if is_parquet(f.path)
+    ]
+
+
+def _fingerprint(snapshot: Any, schema: Mapping[str, Any]) -> str:
+    files = [(f.path, f.committed_length, f.deletion_version) for _, f in _view(snapshot)]
+    return _digest(files, schema["fields"])
+
+
+# --- the metadata document -------------------------------------------------------------------
+
+
+def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
+    """Write the Iceberg metadata of ``snapshot`` (None: nothing to write, the view is the
+    one already exported, or a newer version was exported)."""
+    version = iceberg_format(snapshot.properties)
+    if version is None:
+        return None
+    if version != 2:
+        raise InvalidOptionError(f"iceberg={version} is not written by this CarbonLite")
+    where = storage.uri(root)
+    check_iceberg_schema(snapshot.metadata, where)
+    found = read_state(storage, root)
+    state, doc = found if found is not None else (None, None)
+    if state is not None and state.carbonlite_version >= snapshot.version:
+        return None
+    schemas = list(doc["schemas"]) if doc else []
+    fields = iceberg_schema(snapshot.metadata)["fields"]
+    schema_id = next((s["schema-id"] for s in schemas if s["fields"] == fields), None)
+    if schema_id is None:
+        schema_id = max((s["schema-id"] for s in schemas), default=-1) + 1
+        schemas.append({"type": "struct", "schema-id": schema_id, "fields": fields})
+    schema = {"type": "struct", "schema-id": schema_id, "fields": fields}
+    fingerprint = _fingerprint(snapshot, schema)
+    props = dict(doc.get("properties", {})) if doc else {}
+    if doc is not None and props.get("carbonlite.view") == fingerprint:
+        return None
+    snapshot_id = snapshot.version + 1
+    manifests = _manifests(storage, root, snapshot, schema, snapshot_id)
+    list_rel = storage.join(root, METADATA_DIR, f"snap-{snapshot_id}-{_digest(fingerprint)}.avro")
+    parent = doc.get("current-snapshot-id") if doc else None
+    storage.put(
+        list_rel,
+        manifest_list_bytes(
+            manifests, snapshot_id=snapshot_id, parent_id=parent, sequence_number=snapshot_id
+        ),
+    )
+    rows = sum(m.rows for m in manifests if m.content == DATA)
+    deleted = sum(m.rows for m in manifests if m.content == POSITION_DELETES)
+    entry = {
+        "snapshot-id": snapshot_id,
+        "sequence-number": snapshot_id,
+        "timestamp-ms": snapshot.timestamp,
+        "manifest-list": storage.uri(list_rel),
+        "summary": {
+            "operation": "overwrite",
+            "carbonlite.version": str(snapshot.version),
+            "total-records": str(rows),
+            "total-position-deletes": str(deleted),
+            "total-data-files": str(sum(m.files for m in manifests if m.content == DATA)),
+        },
+        "schema-id": schema_id,
+    }
+    if parent is not None:
+        entry["parent-snapshot-id"] = parent
+    n = (state.metadata_version if state else 0) + 1
+    snapshots = [*_kept(doc, snapshot), entry]
+    props.update({"schema.name-mapping.default": name_mapping(snapshot.metadata)})
+    props["carbonlite.view"] = fingerprint
+    meta_rel = storage.join(root, METADATA_DIR, f"v{n}.metadata.json")
+    document = {
+        "format-version": 2,
+        "table-uuid": str(uuid.UUID(hex=snapshot.metadata.table_id[:32].ljust(32, "0"))),
+        "location": where,
+        "last-sequence-number": snapshot_id,
+        "last-updated-ms": snapshot.timestamp,
+        "last-column-id": max(
+            last_column_id(snapshot.metadata), doc.get("last-column-id", 0) if doc else 0
+        ),
+        "current-schema-id": schema_id,
+        "schemas": schemas,
+        "default-spec-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": []}],
+        "last-partition-id": 999,
+        "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}],
+        "properties": props,
+        "current-snapshot-id": snapshot_id,
+        "refs": {"main": {"snapshot-id": snapshot_id, "type": "branch"}},
+        "snapshots": snapshots,
+        "snapshot-log": [
+            {"snapshot-id": s["snapshot-id"], "timestamp-ms": s["timestamp-ms"]} for s in snapshots
+        ],
+        "metadata-log": (
+            [
+                *doc.get("metadata-log", []),
+                {"metadata-file": storage.uri(state.path), "timestamp-ms": doc["last-updated-ms"]},
+            ]
+            if doc and state
+            else []
+        ),
+    }
+    if not storage.put_if_absent(meta_rel, json.dumps(document, indent=1).encode()):
+        raise CarbonLiteError(
+            f"another writer created {storage.uri(meta_rel)} first; the Iceberg metadata of "
+            f"version {snapshot.version} is caught up by the next commit or sync_iceberg()"
+        )
+    storage.put(storage.join(root, METADATA_DIR, _HINT), str(n).encode())
+    return IcebergState(n, snapshot.version, len(snapshots), meta_rel)
+
+
+def _kept(doc: Mapping[str, Any] | None, snapshot: Any) -> list[dict[str, Any]]:
+    """The earlier Iceberg snapshots still kept: those younger than the table's log
+    retention and its deleted-data retention, whichever is shorter (so ``clean`` keeps
+    their files)."""
+    if not doc:
+        return []
+    props = TableProperties(snapshot.properties)
+    keep_ms = 1000 * min(props.log_retention, props.deleted_data_retention)
+    horizon = snapshot.timestamp - keep_ms
+    return [s for s in doc.get("snapshots", []) if s["timestamp-ms"] >= horizon]
+
+
+def _manifests(
+    storage: Storage, root: str, snapshot: Any, schema: Mapping[str, Any], snapshot_id: int
+) -> list[ManifestFile]:
+    by_segment: dict[str, list[Any]] = {}
+    for seg, f in _view(snapshot):
+        by_segment.setdefault(seg.segment_id, []).append(f)
+    out = []
+    deletes = []
+    for segment_id, files in by_segment.items():
+        name = f"seg-{segment_id}-{_digest([(f.path, f.committed_length) for f in files], schema['fields'])}.avro"
+        entries = [_data_entry(storage, root, f, snapshot.metadata) for f in files]
+        out.append(
+            _put_manifest(
+                storage, root, name, entries, content=DATA, snapshot_id=snapshot_id, schema=schema
+            )
+        )
+        for f in files:
+            if f.deletions:
+                positions = _deleted_positions(storage, root, f)
+                if len(positions):
+                    path = storage.uri(storage.join(root, f.path))
+                    deletes.append(
+                        _position_delete_file(storage, root, path, positions, f.deletion_version)
+                    )
+    if deletes:
+        name = f"dels-{_digest(sorted((d.path, d.sequence_number) for d in deletes))}.avro"
+        out.append(
+            _put_manifest(
+                storage,
+                root,
+                name,
+                deletes,
+                content=POSITION_DELETES,
+                snapshot_id=snapshot_id,
+                schema=schema,
+            )
+        )
+    return out

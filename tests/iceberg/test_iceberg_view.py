@@ -1,0 +1,286 @@
+"""The Iceberg view (docs/ICEBERG.md), read by readers no one here wrote: pyiceberg's
+``StaticTable`` and Polars' ``scan_iceberg`` each read the latest Iceberg metadata of a table
+and must give CarbonLite's own read of that version, column by column, after every kind of
+change; a process SIGKILLed between a commit and its Iceberg metadata is caught up by the next
+commit and by ``sync_iceberg``; types Iceberg cannot hold are refused.
+
+Each case hands every streaming row off before comparing: the streaming tail is not Parquet
+and not in the view (docs/ICEBERG.md says how far the view lags)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.table import StaticTable
+
+import carbonlite as cl
+from carbonlite.format.field_ids import field_id
+from carbonlite.iceberg import IcebergTypeError, read_state
+from carbonlite.metadata.columns import column_ids
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("name", pa.string()),
+        ("n", pa.int32()),
+        ("score", pa.float64()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("tags", pa.list_(pa.string())),
+        ("point", pa.struct([("x", pa.int32()), ("y", pa.float64())])),
+    ]
+)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def rows(first: int, n: int, schema: pa.Schema = SCHEMA) -> pa.Table:
+    values = {
+        "id": lambda i: i,
+        "name": lambda i: f"name-{i}" if i % 7 else None,
+        "n": lambda i: i % 1000,
+        "label": lambda i: f"name-{i}" if i % 7 else None,
+        "score": lambda i: i / 8,
+        "ts": lambda i: T0 + dt.timedelta(seconds=i),
+        "tags": lambda i: [f"t{i % 3}", "x"][: i % 3],
+        "point": lambda i: {"x": i, "y": i / 2},
+        "extra": lambda i: None,
+    }
+    return pa.Table.from_pylist(
+        [{f.name: values[f.name](i) for f in schema} for i in range(first, first + n)],
+        schema=schema,
+    )
+
+
+def new_table(path: Path, **kwargs: Any) -> cl.Table:
+    props = {"iceberg": "v2", "handoff_blocklet_rows": "500", **kwargs.pop("properties", {})}
+    return cl.create_table(path, SCHEMA, properties=props, **kwargs)
+
+
+def handed_off(t: cl.Table) -> cl.Table:
+    t.finish_streaming()
+    t.handoff()
+    return t
+
+
+def latest_metadata(t: cl.Table) -> str:
+    found = read_state(t.storage, t.root)
+    assert found is not None, "no Iceberg metadata"
+    return t.storage.uri(found[0].path)
+
+
+def canonical(table: pa.Table) -> list[dict[str, Any]]:
+    out = []
+    for row in table.to_pylist():
+        out.append(
+            {
+                k: (v.astimezone(dt.timezone.utc) if isinstance(v, dt.datetime) else v)
+                for k, v in row.items()
+            }
+        )
+    return sorted(out, key=lambda r: r["id"])
+
+
+def assert_readers_agree(t: cl.Table) -> None:
+    """pyiceberg and Polars read the latest Iceberg metadata as CarbonLite reads the table
+    (every row handed off), column by column."""
+    t = t.refresh()
+    found = read_state(t.storage, t.root)
+    assert found is not None and found[0].carbonlite_version <= t.version
+    ours = t.to_arrow()
+    metadata = latest_metadata(t)
+    iceberg = StaticTable.from_metadata(metadata)
+    got = iceberg.scan().to_arrow()
+    assert got.schema.names == ours.schema.names
+    assert canonical(got) == canonical(ours)
+    # the ids pyiceberg gives the columns are CarbonLite's column ids
+    ids = dict(zip(t.schema.names, column_ids(t.snapshot().metadata), strict=True))
+    assert {f.name: f.field_id for f in iceberg.schema().fields} == ids
+    frame = pl.scan_iceberg(metadata).collect()
+    assert frame.columns == ours.schema.names
+    polars_rows = canonical(frame.to_arrow())
+    for name in ours.schema.names:  # column by column
+        assert [r[name] for r in polars_rows] == [r[name] for r in canonical(ours)], name
+
+
+def test_appends_and_handoff(tmp_path: Path) -> None:
+    t = new_table(tmp_path / "t")
+    t.append(rows(0, 1200))
+    t.append(rows(1200, 300))
+    empty = StaticTable.from_metadata(latest_metadata(t)).scan().to_arrow()
+    assert empty.num_rows == 0  # streaming rows only: no Parquet yet, an empty view
+    handed_off(t)
+    assert_readers_agree(t)
+    # the Parquet files carry the same ids
+    state, doc = read_state(t.storage, t.root)  # type: ignore[misc]
+    assert doc["snapshots"][-1]["summary"]["carbonlite.version"] == str(t.version)
+    for seg in t.snapshot().segments.values():
+        for f in seg.files.values():
+            if f.path.endswith(".parquet"):
+                schema = pq.read_schema(os.path.join(t.root, f.path))
+                assert [field_id(x) for x in schema] == list(column_ids(t.snapshot().metadata))
+    t.append(rows(1500, 10))  # a streaming append leaves the view as it is
+    assert read_state(t.storage, t.root)[0].metadata_version == state.metadata_version  # type: ignore[index]
+
+
+def test_deletes_updates_and_merges(tmp_path: Path) -> None:
+    t = _filled(tmp_path)
+    t.delete(pc.field("id").isin(list(range(0, 2000, 5))))
+    assert_readers_agree(t)
+    t.update(pc.field("id") < 30, {"score": pc.scalar(-1.0)})
+    handed_off(t)
+    assert_readers_agree(t)
+    source = rows(1990, 20).set_column(3, "score", pa.array([99.0] * 20))
+    t.merge(source, on=["id"], when_matched="update", when_not_matched="insert")
+    handed_off(t)
+    assert_readers_agree(t)
+
+
+def _filled(tmp_path: Path) -> cl.Table:
+    t = new_table(tmp_path / "t")
+    t.append(rows(0, 2000))
+    return handed_off(t)
+
+
+SCHEMA_CHANGES: dict[str, Callable[[cl.Table], Any]] = {
+    "rename": lambda t: t.rename_column("name", "label"),
+    "drop": lambda t: t.drop_columns(["n"]),
+    "widen": lambda t: t.widen_column("n", pa.int64()),
+    "add": lambda t: t.add_columns([pa.field("extra", pa.string())]),
+}
+
+
+@pytest.mark.parametrize("change", sorted(SCHEMA_CHANGES))
+def test_schema_changes_keep_values_in_their_columns(tmp_path: Path, change: str) -> None:
+    t = _filled(tmp_path)
+    t.delete(pc.field("id").isin([1, 2, 3]))
+    SCHEMA_CHANGES[change](t)
+    assert_readers_agree(t)  # old files under the new schema
+    t.append(rows(2000, 600, t.schema))
+    handed_off(t)
+    assert_readers_agree(t)  # old and new files
+    t.compact("major")
+    assert_readers_agree(t)
+
+
+def test_partitions_compaction_restore_and_clean(tmp_path: Path) -> None:
+    t = new_table(tmp_path / "t", partition_by=["day(ts)"])
+    t.append(rows(0, 1000))
+    t.append(rows(100_000, 1000))  # another day
+    handed_off(t)
+    assert_readers_agree(t)
+    version = t.version
+    t.delete(pc.field("id") < 100)
+    t.compact("major")
+    assert_readers_agree(t)
+    t.restore(version)
+    assert_readers_agree(t)
+    t.clean(retention=0, force=True)
+    assert_readers_agree(t)
+
+
+def test_time_travel_by_iceberg_snapshot(tmp_path: Path) -> None:
+    """Every Iceberg snapshot kept reads as CarbonLite reads the version it names."""
+    t = _filled(tmp_path)
+    t.delete(pc.field("id") < 50)
+    t.append(rows(2000, 500))
+    handed_off(t)
+    _, doc = read_state(t.storage, t.root)  # type: ignore[misc]
+    table = StaticTable.from_metadata(latest_metadata(t))
+    assert len(doc["snapshots"]) >= 3
+    compared = 0
+    for snap in doc["snapshots"]:
+        version = int(snap["summary"]["carbonlite.version"])
+        live = [s for s in t.snapshot(version).segments.values() if s.status != "COMPACTED"]
+        if any(s.format == "STREAMING" and s.num_rows for s in live):
+            continue  # streaming rows at that version: not in the view
+        got = table.scan(snapshot_id=snap["snapshot-id"]).to_arrow()
+        ours = t.to_arrow(version=version)
+        assert canonical(got) == canonical(ours), version
+        compared += 1
+    assert compared >= 3
+
+
+def test_types_iceberg_cannot_hold_are_refused(tmp_path: Path) -> None:
+    unsigned = pa.schema([("id", pa.int64()), ("u", pa.uint32())])
+    with pytest.raises(IcebergTypeError, match=r"'u'.*unsigned"):
+        cl.create_table(tmp_path / "a", unsigned, properties={"iceberg": "v2"})
+    t = cl.create_table(tmp_path / "b", unsigned)
+    with pytest.raises(IcebergTypeError, match="'u'"):
+        t.set_properties({"iceberg": "v2"})
+    blocklets = cl.create_table(
+        tmp_path / "c", SCHEMA, properties={"columnar_format": "carbonlite"}
+    )
+    with pytest.raises(IcebergTypeError, match="columnar_format=parquet"):
+        blocklets.set_properties({"iceberg": "v2"})
+    with pytest.raises(cl.InvalidOptionError, match="v3"):
+        cl.create_table(tmp_path / "d", SCHEMA, properties={"iceberg": "v3"})
+    plain = cl.create_table(tmp_path / "e", SCHEMA)
+    with pytest.raises(cl.InvalidOptionError, match="iceberg=v2"):
+        plain.sync_iceberg()
+    assert not os.path.exists(tmp_path / "a")
+
+
+_KILLED_COMMIT = """
+import os, signal, sys
+import carbonlite as cl
+from carbonlite.metadata import post_commit
+from carbonlite.seams import listening
+post_commit.default_mode = "inline"
+t = cl.open_table(sys.argv[1])
+def listener(name):
+    if name == "commit.before_iceberg":
+        os.kill(os.getpid(), signal.SIGKILL)
+with listening(listener):
+    t.handoff()
+"""
+
+
+def test_a_process_killed_before_its_iceberg_metadata_is_caught_up(tmp_path: Path) -> None:
+    t = _filled(tmp_path)
+    before = read_state(t.storage, t.root)[0]  # type: ignore[index]
+    t.append(rows(2000, 700))
+    t.finish_streaming()
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_COMMIT, str(t.root)],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    t = t.refresh()
+    after = read_state(t.storage, t.root)[0]  # type: ignore[index]
+    assert after.carbonlite_version == before.carbonlite_version < t.version  # committed, not shown
+    state = t.sync_iceberg()
+    assert state is not None and state.carbonlite_version == t.version
+    assert_readers_agree(t)
+    assert t.sync_iceberg() is None  # up to date
+    # and a second kill, caught up by the next commit instead
+    t.append(rows(3000, 700))
+    t.finish_streaming()
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_COMMIT, str(t.root)],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL
+    t = t.refresh()
+    t.delete(pc.field("id") == 3001)
+    assert read_state(t.storage, t.root)[0].carbonlite_version == t.version  # type: ignore[index]
+    assert_readers_agree(t)
+    assert (
+        json.loads((Path(t.root) / "metadata" / "version-hint.text").read_text() or "0")
+        == read_state(t.storage, t.root)[0].metadata_version
+    )  # type: ignore[index]
