@@ -45,7 +45,11 @@ def test_create_then_open(tmp_path: Path) -> None:
     assert again.schema.equals(EVENTS)
     assert not again.schema.field("id").nullable
     assert again.sort_columns == ("ts",)
-    assert again.properties == {"blocklet_max_rows": "10", "user.k": "v"}
+    assert again.properties == {
+        "columnar_format": "parquet",
+        "blocklet_max_rows": "10",
+        "user.k": "v",
+    }
     assert again.table_id == t.table_id and len(t.table_id) == 32
     assert again.version == 0
     assert log_files(path) == [f"{0:020d}.json"]

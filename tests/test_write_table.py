@@ -115,7 +115,7 @@ def test_layout_and_properties_of_a_new_table(tmp_path: Path) -> None:
         properties={"blocklet_max_rows": "10"},
     )
     assert (t.partition_by, t.primary_key, t.sort_columns) == (("region",), ("id",), ("v",))
-    assert t.properties == {"blocklet_max_rows": "10"}
+    assert t.properties == {"columnar_format": "parquet", "blocklet_max_rows": "10"}
     assert sorted(t.to_arrow().to_pylist(), key=str) == [
         {"id": 1, "region": "eu", "v": 2},
         {"id": 2, "region": "us", "v": 3},

@@ -36,14 +36,16 @@ COMMANDS = (
     "create",
     "alter",
     "index",
+    "iceberg",
 )
 """Every command (or group of commands) at the top of the ``carbonlite`` app."""
-GROUPS = ("properties", "ingest", "index")
+GROUPS = ("properties", "ingest", "index", "iceberg")
 TABLE_COMMANDS = (
     *(c for c in COMMANDS if c not in ("demo", "serve", "create", "alter", *GROUPS)),
     "properties show",
     "index show",
     "index build",
+    "iceberg show",
 )
 """The commands that take a table's PATH and nothing else that is required."""
 SEGMENT_ROWS = 40

@@ -111,7 +111,7 @@ def test_every_example_prints_what_the_page_shows() -> None:
 def _table_named(words: list[str]) -> str | None:
     """The PATH a ``carbonlite`` command's words name (None: ``--help``, ``--version``)."""
     rest = words[1:]
-    if rest and rest[0] in ("properties", "index", "ingest"):
+    if rest and rest[0] in ("properties", "index", "ingest", "iceberg"):
         rest = rest[1:]  # a group's command
     rest = rest[1:]
     return rest[0] if rest and not rest[0].startswith("-") else None

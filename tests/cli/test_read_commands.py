@@ -31,6 +31,8 @@ def test_every_command_is_registered() -> None:
         ("properties", "unset"),
         ("index", "build"),
         ("index", "show"),
+        ("iceberg", "sync"),
+        ("iceberg", "show"),
     }
 
 
@@ -72,7 +74,11 @@ def test_inspect_json(cli: Callable[..., Run], table: Path) -> None:
     }
     assert info["dropped_columns"] == [] and info["last_column_id"] == 4
     assert info["sort_columns"] == ["ts"]
-    assert info["properties"] == {"blocklet_max_rows": "25", "handoff_blocklet_rows": "64"}
+    assert info["properties"] == {
+        "columnar_format": "parquet",
+        "blocklet_max_rows": "25",
+        "handoff_blocklet_rows": "64",
+    }
     snap = t.snapshot()
     assert info["summary"] == {
         "segments": FINISHED + 1,
@@ -241,7 +247,11 @@ def test_inspect_shows_every_property_in_force(cli: Callable[..., Run], table: P
     from carbonlite.properties import PROPERTIES
 
     info = cli("inspect", table, "--json").json()
-    assert info["properties"] == {"blocklet_max_rows": "25", "handoff_blocklet_rows": "64"}
+    assert info["properties"] == {
+        "columnar_format": "parquet",
+        "blocklet_max_rows": "25",
+        "handoff_blocklet_rows": "64",
+    }
     effective = info["effective_properties"]
     assert list(effective) == list(PROPERTIES)
     for key, spec in PROPERTIES.items():
@@ -292,7 +302,8 @@ def test_history_shows_metrics_and_writer(cli: Callable[..., Run], table: Path) 
     assert rows[3]["files_added"] == 0  # the second append grows the same stream file
     assert {r["engine"] for r in rows} == {rows[0]["engine"]}
     human = cli("history", table, "-n", 2).stdout
-    lines = table_lines(human)
+    # one line per version (a long parameters cell goes on in lines of its own)
+    lines = [line for line in table_lines(human) if line.split()[0].isdigit()]
     assert lines[0].split()[:3] == [str(handoff["version"]), *handoff["timestamp"][:19].split("T")]
     assert "HANDOFF" in lines[0] and "maintainer" in lines[0]
     assert f"{handoff['files_added']}" in lines[0].split()
