@@ -35,6 +35,7 @@ from carbonlite.cli.help_text import FlowedGroup
 from carbonlite.cli.layout import Col, human_bytes, human_duration, output_width, print_table
 from carbonlite.create import open_table
 from carbonlite.errors import CarbonLiteError, InvalidOptionError
+from carbonlite.iceberg import read_state
 from carbonlite.metadata import LIVE_STATUSES
 from carbonlite.table import Table
 
@@ -306,6 +307,9 @@ def inspect(
     info = describe_table(table, snapshot, table.segments(snapshot.version))
     if blocklets:
         info["blocklets"] = describe_blocklets(snapshot)
+    iceberg = describe_iceberg(table, snapshot)
+    if iceberg is not None:
+        info["iceberg"] = iceberg
     if as_json:
         emit(info)
         return
@@ -327,10 +331,45 @@ def inspect(
             else ""
         )
     )
+    if iceberg is not None:
+        say(iceberg_line(iceberg))
     shown = info["segments"] if every else _live(info["segments"])
     print_segments(shown, hidden=len(info["segments"]) - len(shown))
     if blocklets:
         _print_blocklets(info)
+
+
+def describe_iceberg(table: Table, snapshot: Any) -> dict[str, Any] | None:
+    """The Iceberg state of a table publishing it (or that did): its property, the last
+    metadata written, the version it shows and how far the table moved on since; None for a
+    table that never published Iceberg metadata."""
+    found = read_state(table.storage, table.root)
+    setting = snapshot.properties.get("iceberg", "off")
+    if found is None and setting == "off":
+        return None
+    state = None if found is None else found[0]
+    return {
+        "iceberg": setting,
+        "metadata": None if state is None else table.storage.uri(state.path),
+        "exported_version": None if state is None else state.carbonlite_version,
+        "table_version": snapshot.version,
+        "versions_behind": None if state is None else snapshot.version - state.carbonlite_version,
+        "snapshots": None if state is None else state.snapshots,
+    }
+
+
+def iceberg_line(state: dict[str, Any]) -> str:
+    """One line of :func:`describe_iceberg`'s state."""
+    if state["metadata"] is None:
+        return (
+            f"Iceberg: {state['iceberg']}; no Iceberg metadata written yet (run `carbonlite "
+            "iceberg sync`)"
+        )
+    return (
+        f"Iceberg: {state['iceberg']}; {state['metadata']} shows version "
+        f"{state['exported_version']} of {state['table_version']} ({state['versions_behind']} "
+        f"version(s) since), {state['snapshots']} Iceberg snapshot(s) kept"
+    )
 
 
 def _print_blocklets(info: dict[str, Any]) -> None:

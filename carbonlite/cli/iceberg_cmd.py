@@ -12,12 +12,13 @@ from carbonlite.cli.app import (
     JSON_OPTION,
     STORAGE_OPTION,
     app,
+    describe_iceberg,
     emit,
     fail_cleanly,
+    iceberg_line,
     open_for_cli,
     say,
 )
-from carbonlite.iceberg import iceberg_format, read_state
 
 __all__ = ["iceberg_app"]
 
@@ -63,29 +64,10 @@ def show(
     versions the table has moved on since (commits that leave the columnar files alone, such
     as streaming appends, write none)."""
     table = open_for_cli(path, storage_options)
-    snapshot = table.snapshot()
-    found = read_state(table.storage, table.root)
-    out = {
-        "iceberg": snapshot.properties.get("iceberg", "off"),
-        "metadata": None if found is None else table.storage.uri(found[0].path),
-        "exported_version": None if found is None else found[0].carbonlite_version,
-        "table_version": snapshot.version,
-        "versions_behind": None
-        if found is None
-        else snapshot.version - found[0].carbonlite_version,
-        "snapshots": None if found is None else found[0].snapshots,
-    }
+    state = describe_iceberg(table, table.snapshot())
     if as_json:
-        emit(out)
-    elif iceberg_format(snapshot.properties) is None and found is None:
-        say("iceberg: off (set the property iceberg=v2 to publish Iceberg metadata)")
-    elif found is None:
-        say(
-            f"iceberg: {out['iceberg']}; no Iceberg metadata written yet (run `carbonlite iceberg sync`)"
-        )
+        emit(state)
+    elif state is None:
+        say("Iceberg: off (set the property iceberg=v2 to publish Iceberg metadata)")
     else:
-        say(
-            f"iceberg: {out['iceberg']}; {out['metadata']} shows version "
-            f"{out['exported_version']} of {out['table_version']} ({out['versions_behind']} "
-            f"version(s) since), {out['snapshots']} Iceberg snapshot(s) kept"
-        )
+        say(iceberg_line(state))

@@ -3,8 +3,10 @@
 
 Types Iceberg cannot hold are refused with :class:`IcebergTypeError` naming the column:
 unsigned integers, timestamps in other units than microseconds (nanoseconds need format v3),
-times other than microseconds, durations, null columns, and a column whose default is not null
-(Iceberg v2 reads the files written before it as null)."""
+times other than microseconds, durations, null columns, a column whose default is not null
+(Iceberg v2 reads the files written before it as null), and a date widened to a timestamp (no
+Iceberg promotion). Setting ``iceberg`` and every schema change of a table with it on are
+checked."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pyarrow.types as pat
 
 from carbonlite.errors import CarbonLiteError
 from carbonlite.format.field_ids import NESTED_ID_BASE, NESTED_IDS_PER_COLUMN, nested_fields
-from carbonlite.metadata.columns import column_ids
+from carbonlite.metadata.columns import column_ids, widened_from_dates
 from carbonlite.properties import TableProperties
 
 __all__ = [
@@ -72,6 +74,11 @@ def check_iceberg_schema(metadata: Any, where: str) -> None:
                 f"column {f.name!r} has the default {c.default!r}: Iceberg v2 reads the files "
                 "written before it was added as null"
             )
+    for name in sorted(widened_from_dates(metadata)):
+        problems.append(
+            f"column {name!r} was widened from date to timestamp, which Iceberg cannot promote: "
+            "its older files hold dates"
+        )
     if problems:
         raise IcebergTypeError(
             f"{where} cannot be published as Iceberg: "

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from carbonlite.errors import InvalidOptionError, SchemaMismatchError
 from carbonlite.format.types import check_schema
+from carbonlite.iceberg.schema import check_iceberg_table
 from carbonlite.metadata.actions import TableMetadata
 from carbonlite.metadata.columns import (
     COLUMN_ID_FORMAT_VERSION,
@@ -108,9 +109,16 @@ def _bloom_columns_renamed(
 
 
 def _commit(
-    before: TableMetadata, after: TableMetadata, operation: str, parameters: Mapping[str, str]
+    before: TableMetadata,
+    after: TableMetadata,
+    operation: str,
+    parameters: Mapping[str, str],
+    where: str,
 ) -> MetadataCommit:
+    """The change; the schema after it must be one the table can store, and publish as
+    Iceberg when it does (``iceberg``)."""
     check_schema(after.schema)
+    check_iceberg_table(after, repr(where))
     return MetadataCommit(before, after, operation=operation, parameters=dict(parameters))
 
 
@@ -158,7 +166,9 @@ def renaming_column(snapshot: Snapshot, old: str, new: str, *, where: str) -> Me
         properties=_bloom_columns_renamed(metadata, {old: new}),
     )
     PartitionSpec.parse(list(after.partition_by), after.schema)  # still names its columns
-    return _commit(snapshot.metadata, after, "RENAME COLUMN", {"column": old, "new_name": new})
+    return _commit(
+        snapshot.metadata, after, "RENAME COLUMN", {"column": old, "new_name": new}, where
+    )
 
 
 def dropping_columns(snapshot: Snapshot, names: Sequence[str], *, where: str) -> MetadataCommit:
@@ -201,7 +211,7 @@ def dropping_columns(snapshot: Snapshot, names: Sequence[str], *, where: str) ->
         dropped=(*metadata.dropped, *dropped),
         properties=_bloom_columns_renamed(metadata, dict.fromkeys(names)),
     )
-    return _commit(snapshot.metadata, after, "DROP COLUMNS", {"columns": ",".join(names)})
+    return _commit(snapshot.metadata, after, "DROP COLUMNS", {"columns": ",".join(names)}, where)
 
 
 def widening_column(
@@ -249,6 +259,7 @@ def widening_column(
         after,
         "WIDEN COLUMN",
         {"column": name, "from": str(field.type), "to": str(new_type)},
+        where,
     )
 
 
@@ -343,6 +354,7 @@ def with_columns(
     parameters = {"columns": names}
     if defaults:
         parameters["defaults"] = ",".join(sorted(defaults))
+    check_iceberg_table(after, repr(where))
     return MetadataCommit(snapshot.metadata, after, operation="ADD COLUMNS", parameters=parameters)
 
 

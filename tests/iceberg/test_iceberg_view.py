@@ -284,3 +284,44 @@ def test_a_process_killed_before_its_iceberg_metadata_is_caught_up(tmp_path: Pat
         json.loads((Path(t.root) / "metadata" / "version-hint.text").read_text() or "0")
         == read_state(t.storage, t.root)[0].metadata_version
     )  # type: ignore[index]
+
+
+def test_schema_changes_iceberg_cannot_follow_are_refused(tmp_path: Path) -> None:
+    """With ``iceberg`` on, a change the view could not show is refused and nothing is
+    committed: a column added with a default (files before it read null in Iceberg v2), a
+    date widened to a timestamp (no Iceberg promotion), a new unsigned column."""
+    schema = pa.schema([("id", pa.int64()), ("day", pa.date32())])
+    t = cl.create_table(tmp_path / "t", schema, properties={"iceberg": "v2"})
+    version = t.version
+    with pytest.raises(IcebergTypeError, match="'extra' has the default 5"):
+        t.add_columns([pa.field("extra", pa.int64())], defaults={"extra": 5})
+    with pytest.raises(IcebergTypeError, match="'day' was widened from date"):
+        t.widen_column("day", pa.timestamp("us"))
+    with pytest.raises(IcebergTypeError, match=r"'u'.*unsigned"):
+        t.add_columns([pa.field("u", pa.uint8())])
+    assert t.refresh().version == version
+    t.add_columns([pa.field("extra", pa.int64())])  # without a default: null before, as in Iceberg
+    assert t.refresh().version == version + 1
+
+
+def test_inspect_shows_the_iceberg_state_and_its_lag(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from carbonlite.cli import app
+
+    t = _filled(tmp_path)
+
+    def state() -> dict[str, Any]:
+        run = CliRunner().invoke(app, ["inspect", str(t.root), "--json"])
+        assert run.exit_code == 0, run.output
+        return json.loads(run.stdout)["iceberg"]
+
+    assert state()["exported_version"] == t.version and state()["versions_behind"] == 0
+    t.append(rows(5000, 10))  # streaming rows: not in the view, and no new metadata
+    assert (state()["exported_version"], state()["versions_behind"]) == (t.version - 1, 1)
+    run = CliRunner().invoke(app, ["inspect", str(t.root)])
+    assert "Iceberg: v2;" in run.stdout and "(1 version(s) since)" in run.stdout
+    plain = cl.create_table(tmp_path / "plain", SCHEMA)
+    assert "iceberg" not in json.loads(
+        CliRunner().invoke(app, ["inspect", str(plain.root), "--json"]).stdout
+    )
