@@ -9,6 +9,10 @@ may still be reading an older version. The deletion is recorded (``removeFiles``
 
 Log versions older than ``log_retention`` (30 days) go too, up to the newest checkpoint that is
 itself older than that, so every remaining version can still be opened.
+
+A table with Iceberg metadata (docs/ICEBERG.md) keeps every data file a kept Iceberg snapshot
+reads, whatever the retention (its segment goes once no kept snapshot names it), and loses the
+manifests, manifest lists and delete files of expired Iceberg snapshots.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from carbonlite.arguments import check_seconds
 from carbonlite.clock import elapsed_ms, now_ms
 from carbonlite.compaction.progress import ProgressCallback, ProgressCounter
 from carbonlite.errors import CorruptDataError, InvalidOptionError, UnsupportedFormatError
+from carbonlite.iceberg.export import named_files, stale_metadata_files
 from carbonlite.metadata import (
     Action,
     CommitInfo,
@@ -245,11 +250,13 @@ def clean(
     cutoff = _cutoff(now, retention * 1000)
     removed: dict[str, tuple[str, ...]] = {}
     nbytes = 0
+    iceberg = named_files(log.storage, log.root)  # what kept Iceberg snapshots still read
     for seg in snapshot.segments.values():
         if (
             seg.status in ("COMPACTED", "MARKED_FOR_DELETE")
             and seg.files
             and _expired(seg.status_time, cutoff)
+            and not (iceberg is not None and iceberg.data_files.intersection(seg.files))
         ):
             removed[seg.segment_id] = tuple(seg.files)
             nbytes += seg.num_bytes
@@ -264,6 +271,8 @@ def clean(
     plan = _stale_log_files(log, _cutoff(now, log_retention_ms), snapshot)
     log_files = plan.files + _stale_manifests(log, plan.manifests, MANIFEST_MIN_AGE_MS, now)
     log_files += _stale_states(log, plan.states, plan.kept_since)
+    if iceberg is not None:  # files of expired Iceberg snapshots
+        log_files += stale_metadata_files(log.storage, log.root, iceberg, MANIFEST_MIN_AGE_MS, now)
     if dry_run:
         return CleanResult(True, None, files, nbytes, tuple(log_files), retention), snapshot
     reach("clean.after_plan")

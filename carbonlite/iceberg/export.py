@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -59,9 +60,12 @@ from carbonlite.storage import Storage
 __all__ = [
     "METADATA_DIR",
     "IcebergState",
+    "NamedFiles",
     "export_version",
     "iceberg_format",
+    "named_files",
     "read_state",
+    "stale_metadata_files",
 ]
 
 METADATA_DIR = "metadata"
@@ -426,4 +430,68 @@ def _manifests(
                 schema=schema,
             )
         )
+    return out
+
+
+@dataclass(frozen=True)
+class NamedFiles:
+    """What the Iceberg snapshots kept in the newest metadata name."""
+
+    data_files: frozenset[str]
+    """Data files (relative to the table root) a kept snapshot reads."""
+    metadata_files: frozenset[str]
+    """Files under ``metadata/`` a kept snapshot or the newest metadata needs (storage paths)."""
+
+
+def _records(data: bytes) -> list[dict[str, Any]]:
+    """The records of an Avro file."""
+    return [r for r in fastavro.reader(io.BytesIO(data)) if isinstance(r, dict)]
+
+
+def named_files(storage: Storage, root: str) -> NamedFiles | None:
+    """The files the kept Iceberg snapshots name (None: the table has no Iceberg metadata)."""
+    found = read_state(storage, root)
+    if found is None:
+        return None
+    state, doc = found
+    base = storage.uri(root).rstrip("/") + "/"
+    meta = storage.join(root, METADATA_DIR)
+
+    def path_of(uri: str) -> str:
+        return storage.join(root, uri[len(base) :]) if uri.startswith(base) else uri
+
+    data: set[str] = set()
+    kept = {state.path, storage.join(meta, _HINT)}
+    for snap in doc.get("snapshots", []):
+        listed = path_of(snap["manifest-list"])
+        kept.add(listed)
+        for manifest in _records(storage.read(listed)):
+            mpath = path_of(manifest["manifest_path"])
+            kept.add(mpath)
+            for entry in _records(storage.read(mpath)):
+                file_path = entry["data_file"]["file_path"]
+                if manifest["content"] == DATA:
+                    data.add(file_path[len(base) :] if file_path.startswith(base) else file_path)
+                else:
+                    kept.add(path_of(file_path))
+    return NamedFiles(frozenset(data), frozenset(kept))
+
+
+def stale_metadata_files(
+    storage: Storage, root: str, named: NamedFiles, min_age_ms: int, now_ms: int
+) -> list[str]:
+    """Manifests, manifest lists and delete files under ``metadata/`` that no kept snapshot
+    names, older than ``min_age_ms`` (an export running now may have just written them and
+    not yet its metadata). Metadata documents (``v<N>.metadata.json``) are kept."""
+    try:
+        listing = storage.list(storage.join(root, METADATA_DIR))
+    except FileNotFoundError:
+        return []
+    out = []
+    for status in listing:
+        name = status.path.rsplit("/", 1)[-1]
+        if name.endswith(".metadata.json") or name == _HINT:
+            continue
+        if status.path not in named.metadata_files and status.mtime * 1000 <= now_ms - min_age_ms:
+            out.append(status.path)
     return out

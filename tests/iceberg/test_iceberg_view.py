@@ -325,3 +325,36 @@ def test_inspect_shows_the_iceberg_state_and_its_lag(tmp_path: Path) -> None:
     assert "iceberg" not in json.loads(
         CliRunner().invoke(app, ["inspect", str(plain.root), "--json"]).stdout
     )
+
+
+def test_clean_keeps_every_file_a_kept_iceberg_snapshot_reads(tmp_path: Path) -> None:
+    """A forced clean at retention 0 deletes no data file an Iceberg snapshot still kept
+    reads (time travel by snapshot keeps working); once those snapshots expire with the
+    table's retention, the files go."""
+    t = new_table(tmp_path / "t")
+    for first in (0, 1000):
+        t.append(rows(first, 1000))
+        handed_off(t)
+    _, doc = read_state(t.storage, t.root)  # type: ignore[misc]
+    before = doc["snapshots"][-1]
+    old_files = [
+        f.path
+        for s in t.snapshot().segments.values()
+        if s.status == "SUCCESS"
+        for f in s.files.values()
+    ]
+    t.compact("major")
+    t.clean(retention=0, force=True)
+    assert all((Path(t.root) / f).exists() for f in old_files)
+    table = StaticTable.from_metadata(latest_metadata(t))
+    got = table.scan(snapshot_id=before["snapshot-id"]).to_arrow()
+    assert canonical(got) == canonical(
+        t.to_arrow(version=int(before["summary"]["carbonlite.version"]))
+    )
+    # the snapshots expire with the retention: the next export keeps only itself
+    t.set_properties({"deleted_data_retention": "0s"})
+    t.delete(pc.field("id") == 5)
+    assert len(read_state(t.storage, t.root)[1]["snapshots"]) == 1  # type: ignore[index]
+    t.clean(retention=0, force=True)
+    assert not any((Path(t.root) / f).exists() for f in old_files)
+    assert_readers_agree(t)
