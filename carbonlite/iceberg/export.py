@@ -47,6 +47,7 @@ from carbonlite.iceberg.manifests import (
     manifest_bytes,
     manifest_list_bytes,
 )
+from carbonlite.iceberg.partitions import Partitioning, partitioning
 from carbonlite.iceberg.schema import (
     check_iceberg_schema,
     iceberg_schema,
@@ -140,7 +141,9 @@ def _bound(kind: str | None, t: pa.DataType, value: Any) -> bytes | None:
     return None  # floats (NaN), decimals and fixed binaries: no bounds, no pruning
 
 
-def _data_entry(storage: Storage, root: str, f: Any, metadata: Any) -> DataFileEntry:
+def _data_entry(
+    storage: Storage, root: str, f: Any, metadata: Any, partition: Mapping[str, Any]
+) -> DataFileEntry:
     """The manifest entry of the Parquet file ``f``: rows, size and per-column metrics
     merged from its blocklets' statistics (keyed by physical name)."""
     blocklets = f.blocklets
@@ -178,6 +181,7 @@ def _data_entry(storage: Storage, root: str, f: Any, metadata: Any) -> DataFileE
         lower_bounds=lower,
         upper_bounds=upper,
         split_offsets=tuple(b.offset for b in blocklets),
+        partition=partition,
         sequence_number=f.created_version + 1,
     )
 
@@ -202,7 +206,12 @@ def _deleted_positions(storage: Storage, root: str, f: Any) -> np.ndarray:
 
 
 def _position_delete_file(
-    storage: Storage, root: str, data_path: str, positions: np.ndarray, version: int
+    storage: Storage,
+    root: str,
+    data_path: str,
+    positions: np.ndarray,
+    version: int,
+    partition: Mapping[str, Any],
 ) -> DataFileEntry:
     """The position-delete file of ``positions`` of the data file at ``data_path``
     (written unless a file of the same content is there)."""
@@ -231,6 +240,7 @@ def _position_delete_file(
         content=POSITION_DELETES,
         lower_bounds={_FILE_PATH_ID: data_path.encode()},
         upper_bounds={_FILE_PATH_ID: data_path.encode()},
+        partition=partition,
         sequence_number=version + 1,
     )
 
@@ -244,12 +254,20 @@ def _put_manifest(
     content: int,
     snapshot_id: int,
     schema: Mapping[str, Any],
+    parts: Partitioning,
 ) -> ManifestFile:
     """The manifest ``name`` of ``entries`` (its name a digest of them: written once, named
     again by later snapshots)."""
     rel = storage.join(root, METADATA_DIR, name)
     if not storage.exists(rel):
-        storage.put(rel, manifest_bytes(entries, schema=schema, content=content))
+        data = manifest_bytes(
+            entries,
+            schema=schema,
+            content=content,
+            partition_fields=parts.avro_fields(),
+            partition_spec=parts.spec_json(),
+        )
+        storage.put(rel, data)
     numbers = [e.sequence_number for e in entries]
     return ManifestFile(
         path=storage.uri(rel),
@@ -260,6 +278,7 @@ def _put_manifest(
         added_snapshot_id=snapshot_id,
         files=len(entries),
         rows=sum(e.record_count for e in entries),
+        partitions=parts.summaries([e.partition for e in entries]),
     )
 
 
@@ -308,7 +327,8 @@ def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState |
     if doc is not None and props.get("carbonlite.view") == fingerprint:
         return None
     snapshot_id = snapshot.version + 1
-    manifests = _manifests(storage, root, snapshot, schema, snapshot_id)
+    parts = partitioning(snapshot.metadata)
+    manifests = _manifests(storage, root, snapshot, schema, snapshot_id, parts)
     list_rel = storage.join(root, METADATA_DIR, f"snap-{snapshot_id}-{_digest(fingerprint)}.avro")
     parent = doc.get("current-snapshot-id") if doc else None
     storage.put(
@@ -352,8 +372,8 @@ def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState |
         "current-schema-id": schema_id,
         "schemas": schemas,
         "default-spec-id": 0,
-        "partition-specs": [{"spec-id": 0, "fields": []}],
-        "last-partition-id": 999,
+        "partition-specs": [{"spec-id": 0, "fields": parts.spec_json()}],
+        "last-partition-id": parts.last_field_id,
         "default-sort-order-id": 0,
         "sort-orders": [{"order-id": 0, "fields": []}],
         "properties": props,
@@ -394,29 +414,46 @@ def _kept(doc: Mapping[str, Any] | None, snapshot: Any) -> list[dict[str, Any]]:
 
 
 def _manifests(
-    storage: Storage, root: str, snapshot: Any, schema: Mapping[str, Any], snapshot_id: int
+    storage: Storage,
+    root: str,
+    snapshot: Any,
+    schema: Mapping[str, Any],
+    snapshot_id: int,
+    parts: Partitioning,
 ) -> list[ManifestFile]:
+    """A manifest of each segment's data files, and one of every delete file."""
     by_segment: dict[str, list[Any]] = {}
+    segments = {}
     for seg, f in _view(snapshot):
         by_segment.setdefault(seg.segment_id, []).append(f)
+        segments[seg.segment_id] = seg
     out = []
     deletes = []
     for segment_id, files in by_segment.items():
-        name = f"seg-{segment_id}-{_digest([(f.path, f.committed_length) for f in files], schema['fields'])}.avro"
-        entries = [_data_entry(storage, root, f, snapshot.metadata) for f in files]
+        partition = parts.record(segments[segment_id].partition)
+        digest = _digest([(f.path, f.committed_length) for f in files], schema["fields"], partition)
+        entries = [_data_entry(storage, root, f, snapshot.metadata, partition) for f in files]
         out.append(
             _put_manifest(
-                storage, root, name, entries, content=DATA, snapshot_id=snapshot_id, schema=schema
+                storage,
+                root,
+                f"seg-{segment_id}-{digest}.avro",
+                entries,
+                content=DATA,
+                snapshot_id=snapshot_id,
+                schema=schema,
+                parts=parts,
             )
         )
         for f in files:
-            if f.deletions:
-                positions = _deleted_positions(storage, root, f)
-                if len(positions):
-                    path = storage.uri(storage.join(root, f.path))
-                    deletes.append(
-                        _position_delete_file(storage, root, path, positions, f.deletion_version)
+            positions = _deleted_positions(storage, root, f) if f.deletions else None
+            if positions is not None and len(positions):
+                path = storage.uri(storage.join(root, f.path))
+                deletes.append(
+                    _position_delete_file(
+                        storage, root, path, positions, f.deletion_version, partition
                     )
+                )
     if deletes:
         name = f"dels-{_digest(sorted((d.path, d.sequence_number) for d in deletes))}.avro"
         out.append(
@@ -428,6 +465,7 @@ def _manifests(
                 content=POSITION_DELETES,
                 snapshot_id=snapshot_id,
                 schema=schema,
+                parts=parts,
             )
         )
     return out

@@ -132,6 +132,8 @@ class DataFileEntry:
     lower_bounds: Mapping[int, bytes] = field(default_factory=dict)
     upper_bounds: Mapping[int, bytes] = field(default_factory=dict)
     split_offsets: tuple[int, ...] = ()
+    partition: Mapping[str, Any] = field(default_factory=dict)
+    """Its partition record (field name -> Iceberg value)."""
     sequence_number: int = 0
     """Its data sequence number, also the id of the snapshot said to add it: the CarbonLite
     version that wrote it, plus one (a data file's: the version that created it; a delete
@@ -151,6 +153,8 @@ class ManifestFile:
     added_snapshot_id: int
     files: int
     rows: int
+    partitions: Sequence[Mapping[str, Any]] = ()
+    """A summary of each partition field over its files."""
 
 
 def _pairs(values: Mapping[int, Any]) -> list[dict[str, Any]] | None:
@@ -162,6 +166,8 @@ def manifest_bytes(
     *,
     schema: Mapping[str, Any],
     content: int,
+    partition_fields: Sequence[Mapping[str, Any]] = (),
+    partition_spec: Sequence[Mapping[str, Any]] = (),
     format_version: int = 2,
 ) -> bytes:
     """A manifest of ``entries``, each ADDED at its own sequence number (written, never
@@ -176,7 +182,7 @@ def manifest_bytes(
                 "content": e.content,
                 "file_path": e.path,
                 "file_format": "PARQUET",
-                "partition": {},
+                "partition": dict(e.partition),
                 "record_count": e.record_count,
                 "file_size_in_bytes": e.size,
                 "column_sizes": None,
@@ -196,12 +202,12 @@ def manifest_bytes(
     out = io.BytesIO()
     fastavro.writer(
         out,
-        fastavro.parse_schema(_entry_schema([])),
+        fastavro.parse_schema(_entry_schema([dict(f) for f in partition_fields])),
         rows,
         metadata={
             "schema": json.dumps(schema),
             "schema-id": str(schema.get("schema-id", 0)),
-            "partition-spec": "[]",
+            "partition-spec": json.dumps(list(partition_spec)),
             "partition-spec-id": "0",
             "format-version": str(format_version),
             "content": "deletes" if content else "data",
@@ -234,7 +240,7 @@ def manifest_list_bytes(
             "added_rows_count": m.rows,
             "existing_rows_count": 0,
             "deleted_rows_count": 0,
-            "partitions": [],
+            "partitions": [dict(p) for p in m.partitions],
             "key_metadata": None,
         }
         for m in manifests

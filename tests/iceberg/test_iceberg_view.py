@@ -358,3 +358,40 @@ def test_clean_keeps_every_file_a_kept_iceberg_snapshot_reads(tmp_path: Path) ->
     t.clean(retention=0, force=True)
     assert not any((Path(t.root) / f).exists() for f in old_files)
     assert_readers_agree(t)
+
+
+@pytest.mark.parametrize(
+    "partition_by",
+    [
+        ["n"],
+        ["name"],
+        ["day(ts)"],
+        ["month(ts)"],
+        ["year(ts)"],
+        ["hour(ts)"],
+        ["bucket(4, id)", "n"],
+    ],
+)
+def test_partitions_are_iceberg_partitions(tmp_path: Path, partition_by: list[str]) -> None:
+    """Identity and time fields become Iceberg partition fields (bucket, another hash than
+    Iceberg's, is left out): the readers agree, and pyiceberg plans only the files of the
+    partition a filter names."""
+    t = new_table(tmp_path / "t", partition_by=partition_by)
+    t.append(rows(0, 300).set_column(2, "n", pa.array([i % 3 for i in range(300)], pa.int32())))
+    far = 40_000_000  # seconds: another year, month, day and hour
+    t.append(rows(far, 300).set_column(2, "n", pa.array([7] * 300, pa.int32())))
+    handed_off(t)
+    assert_readers_agree(t)
+    table = StaticTable.from_metadata(latest_metadata(t))
+    spec = table.spec()
+    kept = [p for p in partition_by if not p.startswith("bucket")]
+    assert [
+        f.transform.__class__.__name__.lower().removesuffix("transform") for f in spec.fields
+    ] == ["identity" if "(" not in p else p.split("(")[0] for p in kept]
+    files = list(table.scan().plan_files())
+    source = {
+        "n": "n == 7",
+        "name": "name == 'name-40000003'",
+    }.get(kept[0], f"ts >= '{(T0 + dt.timedelta(seconds=far)).isoformat()}'")
+    planned = list(table.scan(row_filter=source).plan_files())
+    assert 0 < len(planned) < len(files), (len(planned), len(files))
