@@ -18,42 +18,36 @@ package index (hundreds of MB of wheels, 844 MB installed); without one it fails
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from tests.support.side_venv import SideVenv
 
 FLINK_VERSION = "2.3.0"
 INSTALL_TIMEOUT = 3600
 """Seconds for ``pip install apache-flink`` (hundreds of MB of wheels, some built from source)."""
-_MARK = ".carbonlite-complete"
+
+FLINK_VENV = SideVenv(
+    name=f"pyflink-{FLINK_VERSION}",
+    env="CARBONLITE_FLINK",
+    requirements=(f"apache-flink=={FLINK_VERSION}",),
+    check="import pyflink.datastream, pyflink.common",
+    hint=(
+        f"it needs the package index for apache-flink=={FLINK_VERSION}, which has wheels up "
+        "to CPython 3.12: set CARBONLITE_FLINK_PYTHON to such an interpreter on a newer Python"
+    ),
+    install_timeout=INSTALL_TIMEOUT,
+)
 
 
 def base_python() -> str:
     """The interpreter the venv is made with."""
-    return os.environ.get("CARBONLITE_FLINK_PYTHON") or sys.executable
+    return FLINK_VENV.base_python()
 
 
 def venv_dir() -> Path:
     """Where the PyFlink venv is (or will be)."""
-    configured = os.environ.get("CARBONLITE_FLINK_VENV")
-    if configured:
-        return Path(configured).expanduser()
-    version = subprocess.run(
-        [base_python(), "-c", "import sys; print(f'py{sys.version_info[0]}{sys.version_info[1]}')"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.strip()
-    return Path.home() / ".cache" / "carbonlite" / f"pyflink-{FLINK_VERSION}-{version}"
-
-
-def venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
+    return FLINK_VENV.venv_dir()
 
 
 def flink_python() -> Path:
@@ -61,54 +55,7 @@ def flink_python() -> Path:
 
     Raises ``RuntimeError`` with pip's output when it cannot be made (no package index, say).
     """
-    venv = venv_dir()
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second run waits here while the first builds
-        if not (venv / _MARK).exists():
-            _build(venv)
-    return venv_python(venv)
-
-
-def _build(venv: Path) -> None:
-    if venv.exists():
-        shutil.rmtree(venv)  # no mark: an install that did not finish
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_USER")}
-    _run([base_python(), "-m", "venv", str(venv)], env, timeout=300)
-    python = str(venv_python(venv))
-    _run(
-        [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            f"apache-flink=={FLINK_VERSION}",
-        ],
-        env,
-        timeout=INSTALL_TIMEOUT,
-    )
-    _run([python, "-c", "import pyflink.datastream, pyflink.common"], env, timeout=300)
-    (venv / _MARK).write_text(f"apache-flink=={FLINK_VERSION}\n")
-
-
-def _run(command: list[str], env: dict[str, str], *, timeout: float) -> None:
-    try:
-        done = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as e:
-        raise RuntimeError(
-            f"making the PyFlink venv: {command} did not finish in {timeout} s"
-        ) from e
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"making the PyFlink venv failed (it needs the package index for "
-            f"apache-flink=={FLINK_VERSION}, which has wheels up to CPython 3.12: set "
-            f"CARBONLITE_FLINK_PYTHON to such an interpreter on a newer Python): "
-            f"{command} exited {done.returncode}\n"
-            f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-        )
+    return FLINK_VENV.python()
 
 
 if __name__ == "__main__":
