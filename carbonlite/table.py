@@ -45,6 +45,7 @@ from carbonlite.errors import (
     VersionNotFoundError,
 )
 from carbonlite.iceberg import IcebergState, export_version, iceberg_format
+from carbonlite.iceberg import read_state as read_iceberg_state
 from carbonlite.metadata import (
     LOG_FORMAT_VERSION,
     Log,
@@ -935,6 +936,14 @@ class Table:
             dry_run=dry_run,
             min_age_seconds=DEFAULT_MIN_AGE_SECONDS if age is None else age,
         )
+
+    def iceberg_metadata(self) -> str | None:
+        """The URI of the table's newest Iceberg metadata file (``.../metadata/v<N>.metadata.json``),
+        what Iceberg readers open (pyiceberg's ``StaticTable.from_metadata``, Polars'
+        ``scan_iceberg``, DuckDB's ``iceberg_scan``); None when none was written."""
+        self._check_open()
+        found = read_iceberg_state(self.storage, self.root)
+        return None if found is None else self.storage.uri(found[0].path)
 
     def sync_iceberg(self) -> IcebergState | None:
         """Write the Iceberg metadata of the latest version now (a table with ``iceberg`` on

@@ -75,9 +75,9 @@ def handed_off(t: cl.Table) -> cl.Table:
 
 
 def latest_metadata(t: cl.Table) -> str:
-    found = read_state(t.storage, t.root)
-    assert found is not None, "no Iceberg metadata"
-    return t.storage.uri(found[0].path)
+    metadata = t.iceberg_metadata()
+    assert metadata is not None, "no Iceberg metadata"
+    return metadata
 
 
 def canonical(table: pa.Table) -> list[dict[str, Any]]:
