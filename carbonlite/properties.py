@@ -213,13 +213,8 @@ def _columnar_format(text: str) -> str:
 
 def _iceberg(text: str) -> str:
     value = str(text).strip().lower()
-    if value == "v3":
-        raise ValueError(
-            "Iceberg v3 (deletion vectors in Puffin files) is not written by this CarbonLite "
-            "yet; use v2"
-        )
-    if value not in ("off", "v2"):
-        raise ValueError("must be off or v2")
+    if value not in ("off", "v2", "v3"):
+        raise ValueError("must be off, v2 or v3")
     return value
 
 
@@ -285,8 +280,9 @@ PROPERTIES: dict[str, PropertySpec] = {
     "iceberg": PropertySpec(
         "off",
         _iceberg,
-        "publish Iceberg metadata (v2) for every version that changes the columnar Parquet "
-        "files, under <table>/metadata/ (docs/ICEBERG.md); off by default",
+        "publish Iceberg metadata (v2, or v3 with deletion vectors) for every version that "
+        "changes the columnar Parquet files, under <table>/metadata/ (docs/ICEBERG.md); off by "
+        "default",
     ),
     "handoff_blocklet_rows": PropertySpec(
         "131072",

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from carbonlite.errors import CarbonLiteError, InvalidOptionError
+from carbonlite.errors import CarbonLiteError
 from carbonlite.format.deletion_vector import DeletionVector
 from carbonlite.format.parquet_file import is_parquet
 from carbonlite.format.types import stat_kind
@@ -48,6 +48,7 @@ from carbonlite.iceberg.manifests import (
     manifest_list_bytes,
 )
 from carbonlite.iceberg.partitions import Partitioning, partitioning
+from carbonlite.iceberg.puffin import deletion_vector_blob, puffin_file
 from carbonlite.iceberg.schema import (
     check_iceberg_schema,
     iceberg_schema,
@@ -245,6 +246,44 @@ def _position_delete_file(
     )
 
 
+def _deletion_vectors(
+    storage: Storage,
+    root: str,
+    deleted: Sequence[tuple[str, np.ndarray, int, Mapping[str, Any]]],
+) -> list[DataFileEntry]:
+    """Iceberg v3: the deleted positions of each data file as a deletion vector, all in one
+    Puffin file (written unless one of the same content is there)."""
+    if not deleted:
+        return []
+    blobs = [
+        (
+            deletion_vector_blob(np.sort(positions)),
+            {"referenced-data-file": path, "cardinality": str(len(positions))},
+        )
+        for path, positions, _, _ in deleted
+    ]
+    data, placed = puffin_file(blobs)
+    name = f"dv-{hashlib.sha256(data).hexdigest()[:20]}.puffin"
+    rel = storage.join(root, METADATA_DIR, name)
+    if not storage.exists(rel):
+        storage.put_if_absent(rel, data)
+    return [
+        DataFileEntry(
+            path=storage.uri(rel),
+            record_count=len(positions),
+            size=len(data),
+            content=POSITION_DELETES,
+            file_format="PUFFIN",
+            referenced_data_file=path,
+            content_offset=blob.offset,
+            content_size=blob.length,
+            partition=partition,
+            sequence_number=version + 1,
+        )
+        for (path, positions, version, partition), blob in zip(deleted, placed, strict=True)
+    ]
+
+
 def _put_manifest(
     storage: Storage,
     root: str,
@@ -255,6 +294,7 @@ def _put_manifest(
     snapshot_id: int,
     schema: Mapping[str, Any],
     parts: Partitioning,
+    version: int,
 ) -> ManifestFile:
     """The manifest ``name`` of ``entries`` (its name a digest of them: written once, named
     again by later snapshots)."""
@@ -266,6 +306,7 @@ def _put_manifest(
             content=content,
             partition_fields=parts.avro_fields(),
             partition_spec=parts.spec_json(),
+            format_version=version,
         )
         storage.put(rel, data)
     numbers = [e.sequence_number for e in entries]
@@ -307,10 +348,8 @@ def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState |
     version = iceberg_format(snapshot.properties)
     if version is None:
         return None
-    if version != 2:
-        raise InvalidOptionError(f"iceberg={version} is not written by this CarbonLite")
     where = storage.uri(root)
-    check_iceberg_schema(snapshot.metadata, where)
+    check_iceberg_schema(snapshot.metadata, where, version)
     found = read_state(storage, root)
     state, doc = found if found is not None else (None, None)
     if state is not None and state.carbonlite_version >= snapshot.version:
@@ -324,17 +363,25 @@ def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState |
     schema = {"type": "struct", "schema-id": schema_id, "fields": fields}
     fingerprint = _fingerprint(snapshot, schema)
     props = dict(doc.get("properties", {})) if doc else {}
-    if doc is not None and props.get("carbonlite.view") == fingerprint:
+    if (
+        doc is not None
+        and props.get("carbonlite.view") == fingerprint
+        and doc.get("format-version") == version
+    ):
         return None
     snapshot_id = snapshot.version + 1
     parts = partitioning(snapshot.metadata)
-    manifests = _manifests(storage, root, snapshot, schema, snapshot_id, parts)
+    manifests = _manifests(storage, root, snapshot, schema, snapshot_id, parts, version)
     list_rel = storage.join(root, METADATA_DIR, f"snap-{snapshot_id}-{_digest(fingerprint)}.avro")
     parent = doc.get("current-snapshot-id") if doc else None
     storage.put(
         list_rel,
         manifest_list_bytes(
-            manifests, snapshot_id=snapshot_id, parent_id=parent, sequence_number=snapshot_id
+            manifests,
+            snapshot_id=snapshot_id,
+            parent_id=parent,
+            sequence_number=snapshot_id,
+            format_version=version,
         ),
     )
     rows = sum(m.rows for m in manifests if m.content == DATA)
@@ -360,8 +407,10 @@ def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState |
     props.update({"schema.name-mapping.default": name_mapping(snapshot.metadata)})
     props["carbonlite.view"] = fingerprint
     meta_rel = storage.join(root, METADATA_DIR, f"v{n}.metadata.json")
+    if version >= 3:  # no row lineage: no row was given an id
+        entry.update({"first-row-id": 0, "added-rows": 0})
     document = {
-        "format-version": 2,
+        "format-version": version,
         "table-uuid": str(uuid.UUID(hex=snapshot.metadata.table_id[:32].ljust(32, "0"))),
         "location": where,
         "last-sequence-number": snapshot_id,
@@ -379,6 +428,7 @@ def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState |
         "properties": props,
         "current-snapshot-id": snapshot_id,
         "refs": {"main": {"snapshot-id": snapshot_id, "type": "branch"}},
+        **({"next-row-id": 0} if version >= 3 else {}),
         "snapshots": snapshots,
         "snapshot-log": [
             {"snapshot-id": s["snapshot-id"], "timestamp-ms": s["timestamp-ms"]} for s in snapshots
@@ -420,18 +470,22 @@ def _manifests(
     schema: Mapping[str, Any],
     snapshot_id: int,
     parts: Partitioning,
+    version: int,
 ) -> list[ManifestFile]:
-    """A manifest of each segment's data files, and one of every delete file."""
+    """A manifest of each segment's data files, and one of every delete file (v2: position
+    delete files; v3: deletion vectors, all in one Puffin file)."""
     by_segment: dict[str, list[Any]] = {}
     segments = {}
     for seg, f in _view(snapshot):
         by_segment.setdefault(seg.segment_id, []).append(f)
         segments[seg.segment_id] = seg
     out = []
-    deletes = []
+    deleted: list[tuple[str, np.ndarray, int, Mapping[str, Any]]] = []
     for segment_id, files in by_segment.items():
         partition = parts.record(segments[segment_id].partition)
-        digest = _digest([(f.path, f.committed_length) for f in files], schema["fields"], partition)
+        digest = _digest(
+            [(f.path, f.committed_length) for f in files], schema["fields"], partition, version
+        )
         entries = [_data_entry(storage, root, f, snapshot.metadata, partition) for f in files]
         out.append(
             _put_manifest(
@@ -443,17 +497,18 @@ def _manifests(
                 snapshot_id=snapshot_id,
                 schema=schema,
                 parts=parts,
+                version=version,
             )
         )
         for f in files:
             positions = _deleted_positions(storage, root, f) if f.deletions else None
             if positions is not None and len(positions):
                 path = storage.uri(storage.join(root, f.path))
-                deletes.append(
-                    _position_delete_file(
-                        storage, root, path, positions, f.deletion_version, partition
-                    )
-                )
+                deleted.append((path, positions, f.deletion_version, partition))
+    if version >= 3:
+        deletes = _deletion_vectors(storage, root, deleted)
+    else:
+        deletes = [_position_delete_file(storage, root, *d) for d in deleted]
     if deletes:
         name = f"dels-{_digest(sorted((d.path, d.sequence_number) for d in deletes))}.avro"
         out.append(
@@ -466,6 +521,7 @@ def _manifests(
                 snapshot_id=snapshot_id,
                 schema=schema,
                 parts=parts,
+                version=version,
             )
         )
     return out

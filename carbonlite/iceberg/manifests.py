@@ -39,7 +39,9 @@ def _optional(name: str, t: Any, fid: int) -> dict[str, Any]:
     return {"name": name, "type": ["null", t], "default": None, "field-id": fid}
 
 
-def _entry_schema(partition_fields: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _entry_schema(
+    partition_fields: Sequence[dict[str, Any]], format_version: int
+) -> dict[str, Any]:
     data_file = {
         "type": "record",
         "name": "r2",
@@ -64,6 +66,16 @@ def _entry_schema(partition_fields: Sequence[dict[str, Any]]) -> dict[str, Any]:
             _optional("split_offsets", {"type": "array", "items": "long", "element-id": 133}, 132),
             _optional("equality_ids", {"type": "array", "items": "int", "element-id": 136}, 135),
             _optional("sort_order_id", "int", 140),
+            *(
+                [
+                    _optional("first_row_id", "long", 142),
+                    _optional("referenced_data_file", "string", 143),
+                    _optional("content_offset", "long", 144),
+                    _optional("content_size_in_bytes", "long", 145),
+                ]
+                if format_version >= 3
+                else []
+            ),
         ],
     }
     return {
@@ -119,6 +131,13 @@ _MANIFEST_FILE_SCHEMA: dict[str, Any] = {
 }
 
 
+def _manifest_file_schema(format_version: int) -> dict[str, Any]:
+    if format_version < 3:
+        return _MANIFEST_FILE_SCHEMA
+    fields = [*_MANIFEST_FILE_SCHEMA["fields"], _optional("first_row_id", "long", 520)]
+    return {**_MANIFEST_FILE_SCHEMA, "fields": fields}
+
+
 @dataclass(frozen=True)
 class DataFileEntry:
     """One file of a manifest: a Parquet data file, or a position-delete file."""
@@ -134,6 +153,12 @@ class DataFileEntry:
     split_offsets: tuple[int, ...] = ()
     partition: Mapping[str, Any] = field(default_factory=dict)
     """Its partition record (field name -> Iceberg value)."""
+    file_format: str = "PARQUET"
+    referenced_data_file: str | None = None
+    """A deletion vector's data file (v3)."""
+    content_offset: int | None = None
+    """Where a deletion vector's blob lies in its Puffin file (v3)."""
+    content_size: int | None = None
     sequence_number: int = 0
     """Its data sequence number, also the id of the snapshot said to add it: the CarbonLite
     version that wrote it, plus one (a data file's: the version that created it; a delete
@@ -181,7 +206,7 @@ def manifest_bytes(
             "data_file": {
                 "content": e.content,
                 "file_path": e.path,
-                "file_format": "PARQUET",
+                "file_format": e.file_format,
                 "partition": dict(e.partition),
                 "record_count": e.record_count,
                 "file_size_in_bytes": e.size,
@@ -195,6 +220,16 @@ def manifest_bytes(
                 "split_offsets": list(e.split_offsets) or None,
                 "equality_ids": None,
                 "sort_order_id": None,
+                **(
+                    {
+                        "first_row_id": None,
+                        "referenced_data_file": e.referenced_data_file,
+                        "content_offset": e.content_offset,
+                        "content_size_in_bytes": e.content_size,
+                    }
+                    if format_version >= 3
+                    else {}
+                ),
             },
         }
         for e in entries
@@ -202,7 +237,7 @@ def manifest_bytes(
     out = io.BytesIO()
     fastavro.writer(
         out,
-        fastavro.parse_schema(_entry_schema([dict(f) for f in partition_fields])),
+        fastavro.parse_schema(_entry_schema([dict(f) for f in partition_fields], format_version)),
         rows,
         metadata={
             "schema": json.dumps(schema),
@@ -242,13 +277,14 @@ def manifest_list_bytes(
             "deleted_rows_count": 0,
             "partitions": [dict(p) for p in m.partitions],
             "key_metadata": None,
+            **({"first_row_id": None} if format_version >= 3 else {}),
         }
         for m in manifests
     ]
     out = io.BytesIO()
     fastavro.writer(
         out,
-        fastavro.parse_schema(_MANIFEST_FILE_SCHEMA),
+        fastavro.parse_schema(_manifest_file_schema(format_version)),
         rows,
         metadata={
             "snapshot-id": str(snapshot_id),

@@ -37,11 +37,11 @@ class IcebergTypeError(CarbonLiteError):
     """A column's type (or default) cannot be published as Iceberg: nothing was changed."""
 
 
-def _problem(t: pa.DataType) -> str | None:
+def _problem(t: pa.DataType, version: int) -> str | None:
     if pat.is_unsigned_integer(t):
         return f"{t} is unsigned; Iceberg has only signed integers: widen it to a signed type"
-    if pat.is_timestamp(t) and t.unit != "us":
-        return f"{t}: Iceberg v2 timestamps are microseconds"
+    if pat.is_timestamp(t) and not (t.unit == "us" or (t.unit == "ns" and version >= 3)):
+        return f"{t}: Iceberg timestamps are microseconds (nanoseconds with iceberg=v3)"
     if pat.is_time(t) and (t.bit_width != 64 or t.unit != "us"):
         return f"{t}: Iceberg times are microseconds (time64[us])"
     if pat.is_duration(t) or pat.is_null(t) or pat.is_date64(t):
@@ -53,21 +53,22 @@ def _problem(t: pa.DataType) -> str | None:
     return None
 
 
-def _all_problems(name: str, t: pa.DataType) -> list[str]:
+def _all_problems(name: str, t: pa.DataType, version: int) -> list[str]:
     out = []
-    problem = _problem(t)
+    problem = _problem(t, version)
     if problem is not None:
         out.append(f"column {name!r}: {problem}")
     for _path, child in nested_fields(t):
-        problem = _problem(child.type)
+        problem = _problem(child.type, version)
         if problem is not None:
             out.append(f"column {name!r} (its field {child.name!r}): {problem}")
     return out
 
 
-def check_iceberg_schema(metadata: Any, where: str) -> None:
-    """Refuse a table whose columns Iceberg cannot hold (:class:`IcebergTypeError`)."""
-    problems = [p for f in metadata.schema for p in _all_problems(f.name, f.type)]
+def check_iceberg_schema(metadata: Any, where: str, version: int = 2) -> None:
+    """Refuse a table whose columns Iceberg (format ``version``) cannot hold
+    (:class:`IcebergTypeError`)."""
+    problems = [p for f in metadata.schema for p in _all_problems(f.name, f.type, version)]
     for f, c in zip(metadata.schema, metadata.columns, strict=False):
         if c.has_default and c.default is not None:
             problems.append(
@@ -99,7 +100,7 @@ def check_iceberg_table(metadata: Any, where: str) -> None:
             f"{props.columnar_format}), which Iceberg cannot name: set columnar_format=parquet "
             "with iceberg (and run a major compaction to convert the segments written before)"
         )
-    check_iceberg_schema(metadata, where)
+    check_iceberg_schema(metadata, where, int(props.iceberg[1:]))
 
 
 def _primitive(t: pa.DataType) -> str:
@@ -120,7 +121,8 @@ def _primitive(t: pa.DataType) -> str:
     if pat.is_time64(t):
         return "time"
     if pat.is_timestamp(t):
-        return "timestamptz" if t.tz is not None else "timestamp"
+        suffix = "_ns" if t.unit == "ns" else ""
+        return ("timestamptz" if t.tz is not None else "timestamp") + suffix
     if pat.is_string(t) or pat.is_large_string(t):
         return "string"
     if pat.is_fixed_size_binary(t):

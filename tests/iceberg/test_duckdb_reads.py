@@ -57,9 +57,13 @@ CASES: dict[str, Callable[[cl.Table], Any]] = {
 }
 
 
+@pytest.mark.parametrize("version", ["v2", "v3"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_duckdb_reads_what_carbonlite_reads(tmp_path: Path, case: str) -> None:
-    t = new_table(tmp_path / "t", partition_by=["day(ts)"] if case == "compaction" else None)
+def test_duckdb_reads_what_carbonlite_reads(tmp_path: Path, case: str, version: str) -> None:
+    """v2 (position-delete files) and v3 (deletion vectors in Puffin files) alike."""
+    t = new_table(
+        tmp_path / "t", version, partition_by=["day(ts)"] if case == "compaction" else None
+    )
     t.append(rows(0, 1000))
     t.append(rows(100_000, 1000))
     handed_off(t)

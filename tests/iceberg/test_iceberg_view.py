@@ -63,8 +63,8 @@ def rows(first: int, n: int, schema: pa.Schema = SCHEMA) -> pa.Table:
     )
 
 
-def new_table(path: Path, **kwargs: Any) -> cl.Table:
-    props = {"iceberg": "v2", "handoff_blocklet_rows": "500", **kwargs.pop("properties", {})}
+def new_table(path: Path, version: str = "v2", **kwargs: Any) -> cl.Table:
+    props = {"iceberg": version, "handoff_blocklet_rows": "500", **kwargs.pop("properties", {})}
     return cl.create_table(path, SCHEMA, properties=props, **kwargs)
 
 
@@ -147,8 +147,8 @@ def test_deletes_updates_and_merges(tmp_path: Path) -> None:
     assert_readers_agree(t)
 
 
-def _filled(tmp_path: Path) -> cl.Table:
-    t = new_table(tmp_path / "t")
+def _filled(tmp_path: Path, version: str = "v2") -> cl.Table:
+    t = new_table(tmp_path / "t", version)
     t.append(rows(0, 2000))
     return handed_off(t)
 
@@ -224,8 +224,11 @@ def test_types_iceberg_cannot_hold_are_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(IcebergTypeError, match="columnar_format=parquet"):
         blocklets.set_properties({"iceberg": "v2"})
-    with pytest.raises(cl.InvalidOptionError, match="v3"):
-        cl.create_table(tmp_path / "d", SCHEMA, properties={"iceberg": "v3"})
+    with pytest.raises(cl.InvalidOptionError, match="off, v2 or v3"):
+        cl.create_table(tmp_path / "d", SCHEMA, properties={"iceberg": "v4"})
+    nanos = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns"))])
+    with pytest.raises(IcebergTypeError, match="nanoseconds with iceberg=v3"):
+        cl.create_table(tmp_path / "f", nanos, properties={"iceberg": "v2"})
     plain = cl.create_table(tmp_path / "e", SCHEMA)
     with pytest.raises(cl.InvalidOptionError, match="iceberg=v2"):
         plain.sync_iceberg()
