@@ -9,7 +9,7 @@ The child writes unbuffered lines to stdout:
 
     pid <pid>               first line
     phase reading           the first input blocklet is being read
-    phase writing           the first output file is being created
+    phase writing           the first output file (blocklet or Parquet) is being created
     phase committing        the log version is about to be put
     phase committed <0|1>   the put returned (1: the version was created)
     done <json>             the operation finished: {"versions": [...], "created": [...]}
@@ -33,6 +33,7 @@ from typing import Any
 
 import carbonlite
 from carbonlite.format import BlockletFileWriter
+from carbonlite.format.parquet_file import ParquetBlockletWriter
 from carbonlite.metadata.log import Log
 from carbonlite.reader.scan import SplitReader
 from tests.support.fork_server import ForkServer, out, serve
@@ -41,6 +42,7 @@ from tests.support.fork_server import ForkServer, out, serve
 def _report_phases() -> None:
     real_read = SplitReader.read_blocklet
     real_writer_init = BlockletFileWriter.__init__
+    real_parquet_init = ParquetBlockletWriter.__init__
     real_try_write = Log.try_write
     said: set[str] = set()
     lock = threading.Lock()
@@ -59,6 +61,10 @@ def _report_phases() -> None:
         once("writing")
         real_writer_init(self, *args, **kwargs)
 
+    def parquet_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        once("writing")
+        real_parquet_init(self, *args, **kwargs)
+
     def try_write(self: Log, version: int, actions: Any, snapshot: Any) -> bool:
         out("phase committing")
         won = real_try_write(self, version, actions, snapshot)
@@ -67,6 +73,7 @@ def _report_phases() -> None:
 
     SplitReader.read_blocklet = read_blocklet  # type: ignore[method-assign]
     BlockletFileWriter.__init__ = writer_init  # type: ignore[method-assign]
+    ParquetBlockletWriter.__init__ = parquet_init  # type: ignore[method-assign]
     Log.try_write = try_write  # type: ignore[method-assign]
 
 
