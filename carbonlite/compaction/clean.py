@@ -250,7 +250,9 @@ def clean(
     cutoff = _cutoff(now, retention * 1000)
     removed: dict[str, tuple[str, ...]] = {}
     nbytes = 0
-    iceberg = named_files(log.storage, log.root)  # what kept Iceberg snapshots still read
+    # what the kept snapshots of a table publishing Iceberg still read (once ``iceberg`` is
+    # off, its last metadata is no longer kept whole)
+    iceberg = named_files(log.storage, log.root) if props.iceberg != "off" else None
     for seg in snapshot.segments.values():
         if (
             seg.status in ("COMPACTED", "MARKED_FOR_DELETE")

@@ -71,6 +71,9 @@ __all__ = [
 ]
 
 METADATA_DIR = "metadata"
+METADATA_LOG_MAX = 100
+"""Entries of ``metadata-log`` kept (Iceberg's ``write.metadata.previous-versions-max``)."""
+EXPORT_ATTEMPTS = 5
 _HINT = "version-hint.text"
 _FILE_PATH_ID, _POS_ID = 2147483546, 2147483545
 
@@ -342,9 +345,30 @@ def _fingerprint(snapshot: Any, schema: Mapping[str, Any]) -> str:
 # --- the metadata document -------------------------------------------------------------------
 
 
+class _LostRace(Exception):
+    """Another writer created the metadata document this export was to create."""
+
+
 def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
     """Write the Iceberg metadata of ``snapshot`` (None: nothing to write, the view is the
-    one already exported, or a newer version was exported)."""
+    one already exported, or a newer version was exported). Two writers exporting at once:
+    the one whose document another created first reads the metadata again and exports on
+    it (its version may be the newer one)."""
+    for _ in range(EXPORT_ATTEMPTS):
+        try:
+            return _export(storage, root, snapshot)
+        except _LostRace:
+            continue
+    raise CarbonLiteError(
+        f"the Iceberg metadata of version {snapshot.version} of {storage.uri(root)} lost "
+        f"{EXPORT_ATTEMPTS} races to other writers' in a row; the next commit or sync_iceberg() "
+        "catches up"
+    )
+
+
+def _export(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
+    """One attempt of :func:`export_version` (:class:`_LostRace`: another writer created
+    the document first)."""
     version = iceberg_format(snapshot.properties)
     if version is None:
         return None
@@ -437,16 +461,13 @@ def export_version(storage: Storage, root: str, snapshot: Any) -> IcebergState |
             [
                 *doc.get("metadata-log", []),
                 {"metadata-file": storage.uri(state.path), "timestamp-ms": doc["last-updated-ms"]},
-            ]
+            ][-METADATA_LOG_MAX:]
             if doc and state
             else []
         ),
     }
     if not storage.put_if_absent(meta_rel, json.dumps(document, indent=1).encode()):
-        raise CarbonLiteError(
-            f"another writer created {storage.uri(meta_rel)} first; the Iceberg metadata of "
-            f"version {snapshot.version} is caught up by the next commit or sync_iceberg()"
-        )
+        raise _LostRace(storage.uri(meta_rel))
     storage.put(storage.join(root, METADATA_DIR, _HINT), str(n).encode())
     return IcebergState(n, snapshot.version, len(snapshots), meta_rel)
 

@@ -427,3 +427,43 @@ def test_the_view_on_s3(s3_server: Any) -> None:
     )
     assert canonical(table.scan().to_arrow()) == canonical(t.to_arrow())
     assert t.sync_iceberg() is None  # up to date
+
+
+def test_a_lost_race_for_a_metadata_document_reads_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """Two writers export at once: the one whose ``v<N>.metadata.json`` the other created
+    first reads the metadata again and exports on it, never failing for the race."""
+    from carbonlite.iceberg import export
+
+    t = _filled(tmp_path)
+    stale = read_state(t.storage, t.root)
+    t.delete(pc.field("id") == 1)  # the other writer: exports the newer version first
+    t.append(rows(5000, 100))
+    handed_off(t)
+    real, calls = export.read_state, []
+
+    def read_once_stale(storage: Any, root: str) -> Any:
+        calls.append(root)
+        return stale if len(calls) == 1 else real(storage, root)
+
+    monkeypatch.setattr(export, "read_state", read_once_stale)
+    # this writer read the state before the other's export: its document's name is taken
+    assert export.export_version(t.storage, t.root, t.snapshot(t.version - 2)) is None
+    assert len(calls) == 2
+    assert_readers_agree(t)
+
+
+def test_clean_forgets_the_view_of_a_table_no_longer_publishing(tmp_path: Path) -> None:
+    t = new_table(tmp_path / "t")
+    for first in (0, 1000):
+        t.append(rows(first, 1000))
+        handed_off(t)
+    old = [
+        f.path
+        for s in t.snapshot().segments.values()
+        if s.status == "SUCCESS"
+        for f in s.files.values()
+    ]
+    t.compact("major")
+    t.set_properties({"iceberg": "off"})
+    t.clean(retention=0, force=True)
+    assert not any((Path(t.root) / f).exists() for f in old)  # the frozen view keeps nothing
