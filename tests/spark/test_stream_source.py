@@ -331,8 +331,9 @@ def test_limit_inside_a_blocklet_and_restart(
         for _, f in open_table(path).snapshot().iter_files()
         for b in f.blocklets
     ]
-    # 23 rows: every batch ends inside a blocklet of 10; bytes: two and a half blocklets
-    limit = 23 if option == "maxRowsPerTrigger" else blocklets[0][1] * 5 // 2
+    # 23 rows: every batch ends inside a blocklet of 10; bytes: 2.3 blocklets (two batches of
+    # 2.5 would end on a blocklet's end)
+    limit = 23 if option == "maxRowsPerTrigger" else blocklets[0][1] * 23 // 10
 
     def run(max_batches: int | None) -> Any:
         name = memory_name() if max_batches else None

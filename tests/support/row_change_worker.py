@@ -60,6 +60,7 @@ import carbonlite
 import carbonlite.writer.row_changes as row_changes_module
 from carbonlite.errors import CarbonLiteError
 from carbonlite.format import BlockletFileWriter
+from carbonlite.format.parquet_file import ParquetBlockletWriter
 from carbonlite.metadata.log import Log
 from tests.support.fork_server import ForkServer, out, read_line, run_child, serve
 from tests.support.row_ops import run_op
@@ -88,6 +89,7 @@ def _report_phases(hold: dict[str, Any]) -> None:
     hold where ``hold`` says)."""
     real_write_deletions = row_changes_module.write_deletions
     real_writer_init = BlockletFileWriter.__init__
+    real_parquet_init = ParquetBlockletWriter.__init__
     real_try_write = Log.try_write
 
     def write_deletions(*args: Any, **kwargs: Any) -> Any:
@@ -99,6 +101,10 @@ def _report_phases(hold: dict[str, Any]) -> None:
         real_writer_init(self, *args, **kwargs)
         _phase("writing", hold)  # the output file exists now
 
+    def parquet_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_parquet_init(self, *args, **kwargs)
+        _phase("writing", hold)  # a handoff's or compaction's Parquet output exists now
+
     def try_write(self: Log, version: int, actions: Any, snapshot: Any) -> bool:
         _phase("committing", hold)
         won = real_try_write(self, version, actions, snapshot)
@@ -108,6 +114,7 @@ def _report_phases(hold: dict[str, Any]) -> None:
 
     row_changes_module.write_deletions = write_deletions
     BlockletFileWriter.__init__ = writer_init  # type: ignore[method-assign]
+    ParquetBlockletWriter.__init__ = parquet_init  # type: ignore[method-assign]
     Log.try_write = try_write  # type: ignore[method-assign]
 
 
