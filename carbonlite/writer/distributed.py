@@ -7,8 +7,9 @@ returns the appended range as plain data; :func:`write_partitioned_part` writes 
 partition.
 
 File names keep workers apart. On storage that appends (local disks), a part appends to
-``<tag>-p<partition>-a<attempt>.cblt`` batch after batch, after cutting it back to its
-committed length; under the file's lock it first checks that the log has not moved the file
+``<tag>-p<partition>-a<attempt>-s<schema>.cblt`` batch after batch, after cutting it back to
+its committed length (``<schema>`` fingerprints the schema the file is written in, so a
+schema change starts new files); under the file's lock it first checks that the log has not moved the file
 past the plan (a zombie attempt of an earlier batch would otherwise cut committed bytes). On
 object stores every part is a new object named after the plan, the partition and the attempt,
 created with put-if-absent, so a zombie can never overwrite an object a version references.

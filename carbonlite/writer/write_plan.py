@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -70,6 +71,13 @@ class WritePlan:
             return None
         return bloom_spec(self.metadata.properties, self.schema, self.layout)
 
+    @property
+    def file_schema_tag(self) -> str:
+        """A short fingerprint of the schema workers write files in (physical names, types,
+        column ids): a part file is appended to only while it does not change."""
+        schema = self.layout.file_schema(self.schema)
+        return hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()[:8]
+
     def conformed(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """A worker's ``batches`` in the table's shape: the Spark sink takes a DataFrame
         without some nullable columns (``spark/sink.py``), which get their defaults or nulls."""
@@ -91,7 +99,9 @@ class WritePlan:
 def part_file(plan: WritePlan, tag: str, partition: int, attempt: int) -> str:
     """The file (relative to the table) a part writes: see the module's notes."""
     if plan.append_files:
-        name = f"{tag}-p{partition:05d}-a{attempt}"
+        # Reused by the next plans, until the table's schema changes: a file holds one schema
+        # (its header's), so rows of another one go to a file of their own.
+        name = f"{tag}-p{partition:05d}-a{attempt}-s{plan.file_schema_tag}"
     else:
         name = f"{tag}-{plan.plan_id}-p{partition:05d}-a{attempt}"
     return f"segments/{plan.segment_id}/{name}.cblt"

@@ -6,6 +6,7 @@ and complete mode.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from typing import Any
 
@@ -151,8 +152,8 @@ def test_task_retry_writes_rows_once(spark: Any, tmp_path: Any, stop_queries: No
         committed = {f.path: f for _, f in t.snapshot().iter_files()}
         assert len(committed) == 1
         (retry_file,) = committed
-        assert retry_file.endswith("-p00000-a1.cblt"), f"the retry wrote {retry_file}"
-        failed_file = retry_file.replace("-a1.cblt", "-a0.cblt")
+        assert re.search(r"-p00000-a1-s[0-9a-f]{8}\.cblt$", retry_file), retry_file
+        failed_file = retry_file.replace("-a1-s", "-a0-s")
         on_disk = os.path.join(table, failed_file)
         assert os.path.exists(on_disk) and os.path.getsize(on_disk) > 0, (
             "the failed attempt left no file: the writer got no rows before the failure, so "

@@ -91,3 +91,45 @@ def test_a_zombie_of_an_earlier_batch_cannot_cut_committed_bytes(tmp_path) -> No
         write_part(stale, _rows(500, 600), tag="s", partition=0, attempt=0)
     assert _ids(t) == list(range(20))
     assert t.verify().ok
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["add_columns", "widen_column", "drop_columns", "rename_column"],
+)
+def test_a_part_writes_on_after_a_schema_change(tmp_path, change: str) -> None:
+    """Issue 40 §3: a stream's part appends to the same file batch after batch; after a schema
+    change of an unpartitioned table, the same part (same tag, partition and attempt: the
+    first attempt, with no retry to hide a failure) writes the new schema's rows into a file
+    of its own, and every row reads back in the table's schema."""
+    schema = pa.schema([("id", pa.int64()), ("k", pa.string()), ("n", pa.int32())])
+    t = cl.create_table(str(tmp_path / "t"), schema)
+
+    def write(rows: pa.Table) -> None:
+        plan = plan_write(t, overwrite=False)
+        part = write_part(plan, rows.to_batches(), tag="q", partition=0, attempt=0)
+        commit_parts(plan, [part], txn=None, operation="WRITE", parameters={}, writer_id="d")
+
+    write(pa.table({"id": [1], "k": ["a"], "n": pa.array([10], pa.int32())}))
+    write(pa.table({"id": [2], "k": ["b"], "n": pa.array([20], pa.int32())}))
+    files = {f.path for _, f in t.refresh().snapshot().iter_files()}
+    assert len(files) == 1, "batches of one schema append to one file"
+    changed = {
+        "add_columns": lambda: t.add_columns(pa.field("x", pa.int64())),
+        "widen_column": lambda: t.widen_column("n", pa.int64()),
+        "drop_columns": lambda: t.drop_columns(["k"]),
+        "rename_column": lambda: t.rename_column("k", "kind"),
+    }[change]
+    changed()
+    now = t.refresh().schema
+    row = {"id": 3, "k": "c", "kind": "c", "n": 30, "x": 7}
+    write(pa.Table.from_pylist([{n: row[n] for n in now.names}], schema=now))
+    got = t.refresh().to_arrow().sort_by("id")
+    assert got.schema == now
+    assert got.column("id").to_pylist() == [1, 2, 3]
+    assert got.column("n").to_pylist() == [10, 20, 30]
+    files_after = {f.path for _, f in t.snapshot().iter_files()}
+    if change == "rename_column":  # the physical schema is unchanged: the file goes on
+        assert files_after == files
+    else:
+        assert len(files_after) == 2 and files < files_after
