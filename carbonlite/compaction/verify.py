@@ -241,7 +241,10 @@ def _check_file(
         return
     try:
         reader = open_data_file(
-            storage.uri(path), end=f.committed_length, storage_options=storage_options
+            storage.uri(path),
+            end=f.committed_length,
+            storage_options=storage_options,
+            cached=False,  # every footer as it is in storage now
         )
     except CarbonLiteError as exc:
         yield Problem(f.path, getattr(exc, "offset", None), str(exc))

@@ -22,9 +22,11 @@ def open_data_file(
     *,
     end: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    cached: bool = True,
 ) -> DataFileReader:
     """A reader of the data file ``path`` (its kind from its name) up to ``end``, its
-    committed length."""
+    committed length; ``cached``: a Parquet file's footer may come from the process's cache
+    (``format/parquet_file.py``), else it is read from storage."""
     if is_parquet(os.fspath(path)):
-        return ParquetBlockletReader(path, end=end, storage_options=storage_options)
+        return ParquetBlockletReader(path, end=end, storage_options=storage_options, cached=cached)
     return BlockletFileReader(path, end=end, storage_options=storage_options)

@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -352,6 +356,67 @@ def _without_field_ids(field: pa.Field) -> pa.Field:
     return pa.field(field.name, t, field.nullable, meta or None)
 
 
+@dataclass(frozen=True)
+class _Footer:
+    """What a reader takes from a file's footer: the metadata, the Arrow schema (without
+    field ids) and the row group starting at each blocklet offset."""
+
+    metadata: pq.FileMetaData
+    schema: pa.Schema
+    groups: Mapping[int, int]
+
+    @classmethod
+    def of(cls, file: pq.ParquetFile) -> _Footer:
+        arrow = _stored_schema(file.metadata) or file.schema_arrow
+        spans = row_group_spans(file.metadata)
+        return cls(
+            file.metadata,
+            pa.schema([_without_field_ids(f) for f in arrow]),
+            {offset: i for i, (offset, _, _) in enumerate(spans)},
+        )
+
+
+class _FooterCache:
+    """Footers of columnar files read lately, by path, size and storage options.
+
+    A columnar Parquet file is written whole under a new name and never changed, so its footer
+    is read and parsed once per process rather than once per scan (a 1% range read of a
+    handed-off table spent more on its file's footer than on its rows). The size is part of
+    the key and is read from storage at every open, so a file replaced by one of another size
+    is read again (and refused by its committed length); the pages' checksums are checked at
+    every read."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, int, str], _Footer] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(path: str, size: int, options: Mapping[str, Any] | None) -> tuple[str, int, str]:
+        return path, size, json.dumps(dict(options or {}), sort_keys=True, default=repr)
+
+    def get(self, path: str, size: int, options: Mapping[str, Any] | None) -> _Footer | None:
+        key = self._key(path, size, options)
+        with self._lock:
+            footer = self._entries.get(key)
+            if footer is not None:
+                self._entries.move_to_end(key)
+            return footer
+
+    def put(self, path: str, size: int, options: Mapping[str, Any] | None, f: _Footer) -> None:
+        with self._lock:
+            self._entries[self._key(path, size, options)] = f
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_FOOTERS = _FooterCache(512)
+
+
 class ParquetBlockletReader:
     """Reads the blocklets (row groups) of a columnar Parquet file.
 
@@ -364,7 +429,10 @@ class ParquetBlockletReader:
         *,
         end: int | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        cached: bool = True,
     ) -> None:
+        """``cached``: take the footer from the process's cache of footers when it holds this
+        file's (``verify`` reads every footer from storage)."""
         self.path = os.fspath(path)
         storage, p = open_storage(self.path, dict(storage_options or {}))
         self._source = storage.open_reader(p)
@@ -377,9 +445,11 @@ class ParquetBlockletReader:
                     path=self.path,
                     offset=min(end, self.size),
                 )
-            with self._open(None) as first:
-                self.metadata: pq.FileMetaData = first.metadata
-                arrow = _stored_schema(first.metadata) or first.schema_arrow
+            footer = _FOOTERS.get(self.path, self.size, storage_options) if cached else None
+            if footer is None:
+                with self._open(None) as first:
+                    footer = _Footer.of(first)
+                _FOOTERS.put(self.path, self.size, storage_options, footer)
         except CarbonLiteError:
             self._source.close()
             raise
@@ -389,10 +459,9 @@ class ParquetBlockletReader:
                 f"not a readable Parquet file: {exc}", path=self.path, offset=None
             ) from None
         self.end = self.size
-        self.schema: pa.Schema = pa.schema([_without_field_ids(f) for f in arrow])
-        self._groups = {
-            offset: i for i, (offset, _, _) in enumerate(row_group_spans(self.metadata))
-        }
+        self.metadata: pq.FileMetaData = footer.metadata
+        self.schema: pa.Schema = footer.schema
+        self._groups = footer.groups
         self._blocklets: list[BlockletMeta] | None = None
 
     def _open(self, metadata: pq.FileMetaData | None) -> pq.ParquetFile:

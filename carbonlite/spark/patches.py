@@ -14,6 +14,14 @@ seconds later. ``DataStreamReader`` and ``DataStreamWriter`` also remember the o
 ``option``/``options``, and ``load()``/``start()`` check them for ``format("carbonlite")``
 (:func:`carbonlite.spark.datasource.check_stream_read_options`) before Spark is asked.
 
+``partitionBy``: Spark ignores ``DataStreamWriter.partitionBy`` for a Python sink (the table
+was created unpartitioned) and fails a batch write given ``DataFrameWriter.partitionBy`` with
+"The provided partitioning or clustering columns do not match the existing table's". For
+``format("carbonlite")`` the columns given either way become the option ``partitionBy`` (the
+batch writer's JVM side forgets them), so both partition a new table, and a write whose
+columns differ from an existing table's partitioning is refused
+(:func:`carbonlite.spark.sink.open_or_create`).
+
 Spark runs a Python data source's ``writer()`` in a Python worker that has no SparkSession, so
 session settings the sink honours are read here, on the driver, and passed on as options:
 ``spark.sql.sources.partitionOverwriteMode`` as ``carbonlite.sessionPartitionOverwriteMode``
@@ -89,6 +97,9 @@ def install_writer_patches() -> None:
         requested = (mode or getattr(self, "_carbonlite_mode", None) or "errorifexists").lower()
         if _is_ours(source):
             options = {**_session_options(self), **options}
+            options = _partitioning_as_option(self, partitionBy, options)
+            partitionBy = None
+            _forget_jvm_partitioning(self)
         if _is_ours(source) and requested in _SAVE_MODES_VIA_OPTION:
             options = {**options, "carbonlite.saveMode": requested}
             return original_save(self, path, format, "append", partitionBy, **options)
@@ -123,10 +134,19 @@ def install_writer_patches() -> None:
                 "(replace the table each batch), not 'update'; for upserts use foreachBatch"
             )
         if _is_ours(source):
+            if args:  # start(path, format, outputMode, partitionBy, queryName, **options)
+                kwargs.setdefault("partitionBy", args[0])
+                if len(args) > 1:
+                    kwargs.setdefault("queryName", args[1])
+                args = ()
+            kwargs = _partitioning_as_option(self, kwargs.pop("partitionBy", None), kwargs)
             _check_stream_write(self, path, kwargs)
         return stream_start(self, path, format, outputMode, *args, **kwargs)
 
     _remember_format(DataStreamWriter)
+    _remember_partitioning(DataFrameWriter)
+    _remember_partitioning(DataStreamWriter)
+    _record_options_of(DataFrameWriter)
     DataStreamWriter.outputMode = output_mode  # type: ignore[method-assign]
     DataStreamWriter.start = start  # type: ignore[method-assign]
     _install_stream_option_checks()
@@ -222,3 +242,65 @@ def _remember_format(cls: Any) -> None:
         return original(self, source)
 
     cls.format = format
+
+
+def _columns(cols: Any) -> list[str]:
+    """Spark's ``partitionBy`` arguments (names, or one list of them) as a list."""
+    if cols is None:
+        return []
+    if isinstance(cols, str):
+        return [cols]
+    if len(cols) == 1 and isinstance(cols[0], (list, tuple)):
+        cols = cols[0]
+    return [str(c) for c in cols]
+
+
+def _remember_partitioning(cls: Any) -> None:
+    """Wrap ``cls.partitionBy`` to remember the columns on the instance as well."""
+    original = cls.partitionBy
+
+    @functools.wraps(original)
+    def partitionBy(self: Any, *cols: Any) -> Any:
+        self._carbonlite_partition_by = _columns(cols)
+        return original(self, *cols)
+
+    cls.partitionBy = partitionBy
+
+
+def _partitioning_as_option(writer: Any, argument: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the columns of ``partitionBy`` (the writer's, or the argument of
+    ``save``/``start``) as the option ``partitionBy``; one that names other fields than the
+    option given too is an :class:`InvalidOptionError`."""
+    from carbonlite.spark.sink import partition_fields
+
+    columns = _columns(argument) or getattr(writer, "_carbonlite_partition_by", [])
+    if not columns:
+        return options
+    given = {k.lower(): v for k, v in {**_recorded(writer), **options}.items()}.get("partitionby")
+    if given is not None and partition_fields(str(given)) != columns:
+        raise InvalidOptionError(
+            f"partitionBy({', '.join(map(repr, columns))}) and option partitionBy={given!r} "
+            "name different partition fields: give one of them"
+        )
+    out = {k: v for k, v in options.items() if k.lower() != "partitionby"}
+    # lower case: ``partitionBy`` is a parameter of save() and start() themselves (Spark reads
+    # option keys case-insensitively)
+    return {**out, "partitionby": ",".join(columns)}
+
+
+def _forget_jvm_partitioning(writer: Any) -> None:
+    """Clear the partition columns the JVM ``DataFrameWriter`` holds (Spark refuses them for a
+    Python data source; they travel as the option ``partitionBy`` instead)."""
+    if not getattr(writer, "_carbonlite_partition_by", None):
+        return
+    try:
+        jwrite = writer._jwrite
+        field = jwrite.getClass().getSuperclass().getDeclaredField("partitioningColumns")
+        field.setAccessible(True)
+        field.set(jwrite, getattr(getattr(writer._spark._jvm.scala, "None$"), "MODULE$"))
+    except Exception as exc:  # another Spark build: say what to do instead
+        raise InvalidOptionError(
+            "this Spark cannot hand partitionBy() to the carbonlite writer "
+            f"({type(exc).__name__}); give .option('partitionBy', "
+            f"{','.join(writer._carbonlite_partition_by)!r}) instead"
+        ) from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +101,7 @@ def open_or_create(options: SparkOptions, spark_schema: Any) -> Table:
             )
         except TableExistsError:  # another writer created it a moment ago
             table = open_table(uri, storage_options=storage_options or None)
+    _check_partitioning(table, options.get("partitionBy"))
     problems = schema_differences(table.schema, incoming, allow_missing_nullable=True)
     if problems:
         # a column renamed or dropped since the DataFrame was defined: say so first
@@ -352,6 +353,24 @@ def _batch_txn(options: SparkOptions) -> TxnMarker | None:
             f"txnAppId={app_id!r}, txnVersion={options.get('txnVersion')!r}"
         )
     return TxnMarker(app_id, version)
+
+
+def _check_partitioning(table: Table, given: str | None) -> None:
+    """A write naming partition fields (option or ``partitionBy()``) other than an existing
+    table's is refused, as Delta refuses one: the table keeps its partitioning."""
+    if given is None:
+        return
+
+    def canon(fields: Sequence[str]) -> list[str]:
+        return ["".join(f.split()).lower() for f in fields]
+
+    if canon(partition_fields(given)) != canon(table.partition_by):
+        now = ", ".join(table.partition_by) or "none"
+        raise InvalidOptionError(
+            f"partitionBy {given!r} does not match the partitioning of table {table.path!r} "
+            f"({now}); nothing was written: drop partitionBy to write into the table as it is "
+            "partitioned"
+        )
 
 
 def partition_fields(text: str) -> list[str]:

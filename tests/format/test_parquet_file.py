@@ -158,8 +158,36 @@ def test_damage_is_an_error_never_wrong_values(tmp_path: Path, where: str) -> No
         data[at] ^= 0x5A
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptDataError) as caught:
-        reader = ParquetBlockletReader(path)
+        # a footer read before the damage stays cached (test_a_cached_footer_never_hides_damage)
+        reader = ParquetBlockletReader(path, cached=where == "page")
         reader.read_blocklet(metas[1])
     assert str(path) in str(caught.value)
     if where == "page":  # the other row groups still read
         assert ParquetBlockletReader(path).read_blocklet(metas[0]).num_rows == 1000
+
+
+def test_a_cached_footer_never_hides_damage(tmp_path: Path) -> None:
+    """Footers are cached per process (a columnar file never changes): after a first read,
+    damage to a page in place is still an error at the next read (page checksums), damage to
+    the footer never gives wrong values, and a reader without the cache (``verify``'s) sees
+    the damaged footer."""
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    table = pa.table({"id": range(3000), "name": [str(i * 7919 % 1000) for i in range(3000)]})
+    path = tmp_path / "f.parquet"
+    writer = ParquetBlockletWriter(path, schema, [1, 2])
+    writer.write(table, max_rows=1000)
+    metas = writer.close()
+    assert ParquetBlockletReader(path).read_blocklet(metas[1]).num_rows == 1000  # cached now
+    pristine = path.read_bytes()
+    data = bytearray(pristine)
+    data[len(data) - 8] ^= 0x5A  # the footer
+    path.write_bytes(bytes(data))
+    got = ParquetBlockletReader(path).read_blocklet(metas[1])
+    assert got.column("id").to_pylist() == list(range(1000, 2000))
+    with pytest.raises(CorruptDataError):
+        ParquetBlockletReader(path, cached=False)
+    data = bytearray(pristine)
+    data[metas[1].offset + 40] ^= 0x5A  # a page
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError):
+        ParquetBlockletReader(path).read_blocklet(metas[1])
