@@ -63,6 +63,7 @@ from carbonlite.properties import TableProperties, effective_properties
 from carbonlite.reader.bloom_prune import bloom_pruner
 from carbonlite.reader.changes import read_changes
 from carbonlite.reader.expression import Filter, FilterLike, parse_filter
+from carbonlite.reader.parquet_view import ParquetView, is_parquet_columnar, parquet_view
 from carbonlite.reader.planner import ScanPlan, Split, plan_scan, project_schema
 from carbonlite.reader.scan import SplitReader, TableScan, read_splits
 from carbonlite.records import (
@@ -973,13 +974,22 @@ class Table:
     # --- reading ------------------------------------------------------------------------------
 
     def _plan(
-        self, columns: Sequence[str] | None, filter: FilterLike, version: VersionLike | None
+        self,
+        columns: Sequence[str] | None,
+        filter: FilterLike,
+        version: VersionLike | None,
+        *,
+        tail_only: bool = False,
     ) -> tuple[ScanPlan, Filter | None]:
         columns = columns_arg(columns)
         snap = self.snapshot(version)
         parsed = parse_filter(filter, snap.schema, where=repr(self.path))
         plan = plan_scan(
-            snap, columns=columns, filter=parsed, blooms=bloom_pruner(self.storage, self.root)
+            snap,
+            columns=columns,
+            filter=parsed,
+            blooms=bloom_pruner(self.storage, self.root),
+            skip=is_parquet_columnar if tail_only else None,
         )
         return plan, parsed
 
@@ -989,9 +999,23 @@ class Table:
         columns: Sequence[str] | None = None,
         filter: FilterLike = None,
         version: VersionLike | None = None,
+        tail_only: bool = False,
     ) -> ScanPlan:
-        """Which blocklets a scan reads, grouped into splits, pruned by statistics only."""
-        return self._plan(columns, filter, version)[0]
+        """Which blocklets a scan reads, grouped into splits, pruned by statistics only.
+        ``tail_only``: leave out the columnar Parquet files (:meth:`parquet_view`), which an
+        engine reading Parquet itself reads."""
+        return self._plan(columns, filter, version, tail_only=tail_only)[0]
+
+    def parquet_view(self, version: VersionLike | None = None) -> ParquetView:
+        """The columnar Parquet files of a version as an engine reading Parquet itself reads
+        them (which columns each holds, the rows deleted from each), and how many other files
+        the version has (its tail: :meth:`plan_splits` with ``tail_only``)."""
+        return parquet_view(
+            self.storage,
+            self.root,
+            self.snapshot(version),
+            storage_options=self.storage_options or None,
+        )
 
     def read_split(
         self,

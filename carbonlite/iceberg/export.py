@@ -36,8 +36,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from carbonlite.errors import CarbonLiteError
-from carbonlite.format.deletion_vector import DeletionVector
-from carbonlite.format.parquet_file import is_parquet
 from carbonlite.format.types import stat_kind
 from carbonlite.iceberg.manifests import (
     DATA,
@@ -57,6 +55,7 @@ from carbonlite.iceberg.schema import (
 )
 from carbonlite.metadata.columns import column_ids, layout_of
 from carbonlite.properties import TableProperties
+from carbonlite.reader.parquet_view import deleted_positions, parquet_files
 from carbonlite.storage import Storage
 
 __all__ = [
@@ -190,25 +189,6 @@ def _data_entry(
     )
 
 
-def _deleted_positions(storage: Storage, root: str, f: Any) -> np.ndarray:
-    """The positions (in the whole file) of the rows ``f``'s deletion vectors delete."""
-    starts, first = {}, 0
-    for b in f.blocklets:
-        starts[b.offset] = (first, b.num_rows)
-        first += b.num_rows
-    out = []
-    cache: dict[str, bytes] = {}
-    for offset, ref in f.deletion_items():
-        data = cache.get(ref.path)
-        if data is None:
-            data = cache[ref.path] = storage.read(storage.join(root, ref.path))
-        vector = DeletionVector.decode(memoryview(data)[ref.offset : ref.offset + ref.length])
-        start, _ = starts[offset]
-        keep = vector.keep_mask().to_numpy(zero_copy_only=False)
-        out.append(np.flatnonzero(~keep).astype(np.int64) + start)
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-
 def _position_delete_file(
     storage: Storage,
     root: str,
@@ -326,19 +306,8 @@ def _put_manifest(
     )
 
 
-def _view(snapshot: Any) -> list[tuple[Any, Any]]:
-    """(segment, file) of every live columnar Parquet file of ``snapshot``, in order."""
-    return [
-        (seg, f)
-        for seg in sorted(snapshot.segments.values(), key=lambda s: s.segment_id)
-        if seg.format == "COLUMNAR" and seg.status == "SUCCESS"
-        for f in sorted(seg.files.values(), key=lambda f: f.path)
-        if is_parquet(f.path)
-    ]
-
-
 def _fingerprint(snapshot: Any, schema: Mapping[str, Any]) -> str:
-    files = [(f.path, f.committed_length, f.deletion_version) for _, f in _view(snapshot)]
+    files = [(f.path, f.committed_length, f.deletion_version) for _, f in parquet_files(snapshot)]
     return _digest(files, schema["fields"])
 
 
@@ -497,7 +466,7 @@ def _manifests(
     delete files; v3: deletion vectors, all in one Puffin file)."""
     by_segment: dict[str, list[Any]] = {}
     segments = {}
-    for seg, f in _view(snapshot):
+    for seg, f in parquet_files(snapshot):
         by_segment.setdefault(seg.segment_id, []).append(f)
         segments[seg.segment_id] = seg
     out = []
@@ -522,7 +491,7 @@ def _manifests(
             )
         )
         for f in files:
-            positions = _deleted_positions(storage, root, f) if f.deletions else None
+            positions = deleted_positions(storage, root, f) if f.deletions else None
             if positions is not None and len(positions):
                 path = storage.uri(storage.join(root, f.path))
                 deleted.append((path, positions, f.deletion_version, partition))

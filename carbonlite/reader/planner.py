@@ -7,7 +7,7 @@ shipped to a Spark executor and read there with :func:`carbonlite.reader.scan.re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,6 +161,7 @@ def plan_scan(
     filter: Filter | None,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     blooms: BloomPruner | None = None,
+    skip: Callable[[SegmentState, FileState], bool] | None = None,
 ) -> ScanPlan:
     """Every live blocklet whose statistics allow a match, grouped into splits.
 
@@ -168,7 +169,8 @@ def plan_scan(
     entries of the others are matched with Arrow compute (``prune_arrays``); only the
     selected blocklets become objects. With ``blooms`` (which reads the table's bloom
     files), equality and membership tests also prune by bloom filters
-    (``reader/bloom_prune.py``)."""
+    (``reader/bloom_prune.py``). ``skip``: files left out of the plan (the columnar Parquet
+    files an engine reads itself: ``reader/parquet_view.py``); the counts count them too."""
     schema = project_schema(snapshot.schema, columns, where=repr(snapshot.table_path))
     types = {f.name: f.type for f in snapshot.physical_schema}
     predicate = filter.predicate if filter is not None else None
@@ -184,7 +186,8 @@ def plan_scan(
     for seg in snapshot.live_segments():
         if seg.segment_id not in pruned:
             for f in seg.files.values():
-                live[f.path] = (len(live), seg, f)
+                if skip is None or not skip(seg, f):
+                    live[f.path] = (len(live), seg, f)
     chunks: list[_Chunk] = []
     manifests = snapshot.manifests
     if manifests is not None and live:

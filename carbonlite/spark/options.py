@@ -10,7 +10,11 @@ from typing import Any, Literal
 from carbonlite.errors import InvalidOptionError
 from carbonlite.properties import parse_bool, parse_size
 
-__all__ = ["OPTIONS", "Route", "SparkOptions", "check_options"]
+__all__ = ["OPTIONS", "TAIL_OPTION", "Route", "SparkOptions", "check_options"]
+
+TAIL_OPTION = "carbonlite.tailOnly"
+"""Internal batch read option: read only the files outside the columnar Parquet files, which
+Spark's own Parquet reader reads (``spark/native_read.py``)."""
 
 Route = Literal["read", "readStream", "write", "writeStream"]
 
@@ -23,6 +27,8 @@ OPTIONS: dict[Route, tuple[str, ...]] = {
         "filter",
         "columns",
         "filterPushdown",
+        "nativeRead",
+        "carbonlite.tailOnly",
     ),
     "readStream": (
         *_COMMON,

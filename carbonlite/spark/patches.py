@@ -22,6 +22,10 @@ batch writer's JVM side forgets them), so both partition a new table, and a writ
 columns differ from an existing table's partitioning is refused
 (:func:`carbonlite.spark.sink.open_or_create`).
 
+Reads: ``DataFrameReader.load`` for ``format("carbonlite")`` returns the plan of Spark's own
+Parquet reader over the table's columnar Parquet files, united with the Python source for the
+rest (``spark/native_read.py``); the reader remembers its options and user schema for it.
+
 Spark runs a Python data source's ``writer()`` in a Python worker that has no SparkSession, so
 session settings the sink honours are read here, on the driver, and passed on as options:
 ``spark.sql.sources.partitionOverwriteMode`` as ``carbonlite.sessionPartitionOverwriteMode``
@@ -35,7 +39,7 @@ from typing import Any
 
 from carbonlite.errors import InvalidOptionError
 
-__all__ = ["install_writer_patches"]
+__all__ = ["install_reader_patch", "install_writer_patches"]
 
 _FORMAT = "carbonlite"
 _SAVE_MODES_VIA_OPTION = ("error", "errorifexists", "default", "ignore")
@@ -304,3 +308,63 @@ def _forget_jvm_partitioning(writer: Any) -> None:
             f"({type(exc).__name__}); give .option('partitionBy', "
             f"{','.join(writer._carbonlite_partition_by)!r}) instead"
         ) from None
+
+
+def install_reader_patch() -> None:
+    """Batch reads of ``format("carbonlite")`` by Spark's Parquet reader where they can be
+    (:func:`carbonlite.spark.native_read.native_dataframe`)."""
+    from pyspark.sql.readwriter import DataFrameReader
+
+    if getattr(DataFrameReader, "_carbonlite_patched", False):
+        return
+    _remember_format(DataFrameReader)
+    _record_options_of(DataFrameReader)
+    original_schema = DataFrameReader.schema
+    original_load = DataFrameReader.load
+
+    @functools.wraps(original_schema)
+    def schema(self: Any, schema: Any) -> Any:
+        self._carbonlite_schema = schema
+        return original_schema(self, schema)
+
+    @functools.wraps(original_load)
+    def load(
+        self: Any,
+        path: Any = None,
+        format: str | None = None,
+        schema: Any = None,
+        **options: Any,
+    ) -> Any:
+        source = format or getattr(self, "_carbonlite_format", None)
+        if _is_ours(source) and (path is None or isinstance(path, str)):
+            from carbonlite.spark.native_read import native_dataframe
+
+            given = {**_recorded(self), **{k: str(v) for k, v in options.items()}}
+            if path is not None:
+                given["path"] = path
+            user = _struct(self._spark, schema or getattr(self, "_carbonlite_schema", None))
+
+            def python_source(opts: dict[str, str]) -> Any:
+                reader = self._spark.read.format(_FORMAT).options(**opts)
+                if user is not None:
+                    reader = original_schema(reader, user)
+                return original_load(reader)
+
+            df = native_dataframe(self._spark, given, user, python_source)
+            if df is not None:
+                return df
+        return original_load(self, path, format, schema, **options)
+
+    DataFrameReader.schema = schema  # type: ignore[method-assign]
+    DataFrameReader.load = load  # type: ignore[method-assign]
+    DataFrameReader._carbonlite_patched = True  # type: ignore[attr-defined]
+
+
+def _struct(spark: Any, schema: Any) -> Any:
+    """A user schema (a ``StructType`` or a DDL string) as a ``StructType``; None: none."""
+    if schema is None or not isinstance(schema, str):
+        return schema
+    from pyspark.sql.types import StructType
+
+    parsed = StructType.fromDDL(schema)
+    return parsed if isinstance(parsed, StructType) else StructType.fromDDL(f"struct<{schema}>")

@@ -32,7 +32,7 @@ from carbonlite.reader.expression import parse_filter
 from carbonlite.reader.planner import ScanPlan, Split
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.spark.filters import to_expression
-from carbonlite.spark.options import SparkOptions
+from carbonlite.spark.options import TAIL_OPTION, SparkOptions
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
 from carbonlite.spark.types import spark_schema as spark_schema_of
 from carbonlite.storage import open_storage
@@ -280,6 +280,8 @@ class CarbonLiteBatchReader(DataSourceReader):
         self.nullable = nullable_of(self.table_schema, spark_schema)
         self.option_filter = _filter_option(options, self.table_schema, repr(self.uri))
         self.pushed: list[pc.Expression] = []
+        self.tail_only = options.get_bool(TAIL_OPTION)
+        """Only the files Spark's Parquet reader does not read (``spark/native_read.py``)."""
 
     def _filter(self) -> pc.Expression | None:
         parts = ([self.option_filter] if self.option_filter is not None else []) + self.pushed
@@ -289,7 +291,10 @@ class CarbonLiteBatchReader(DataSourceReader):
         table = open_table(self.uri, storage_options=self.storage_options or None)
         expression = self._filter()
         plan = table.plan_splits(
-            columns=self.columns, filter=expression, version=self.snapshot_version
+            columns=self.columns,
+            filter=expression,
+            version=self.snapshot_version,
+            tail_only=self.tail_only,
         )
         log_plan(repr(self.uri), plan, expression)
         return partitions_of(

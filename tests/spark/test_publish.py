@@ -184,8 +184,8 @@ def test_a_retried_task_is_published_once(spark: Any, tmp_path: Path) -> None:
     assert t.history(1)[0].parameters["added"] == "2"
     assert canon(t.to_arrow()) == canon(data), "rows lost or published twice"
     committed = {f.path for _, f in t.snapshot().iter_files()}
-    assert committed and all("-a1-s" in p for p in committed), committed
-    failed = {p for p in files_on_disk(path) if "-a0-s" in p}
+    assert committed and all(p.endswith("-a1.cblt") for p in committed), committed
+    failed = {p for p in files_on_disk(path) if p.endswith("-a0.cblt")}
     assert failed, "the failed attempt wrote no file: the retry was not exercised"
     assert not failed & committed
     assert len(t.history()) == 2  # create, one publish
