@@ -22,7 +22,8 @@ import pyarrow as pa
 from carbonlite.clock import now_ms
 from carbonlite.compaction.auto import auto_compact
 from carbonlite.create import open_table
-from carbonlite.metadata import BlockletsAppended, Snapshot, TxnMarker
+from carbonlite.errors import SchemaMismatchError
+from carbonlite.metadata import BlockletsAppended, Snapshot, TableMetadata, TxnMarker
 from carbonlite.properties import TableProperties
 from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import SplitReader, read_splits
@@ -34,21 +35,32 @@ from carbonlite.writer.append import (
     TableWriter,
     with_row_changes,
 )
+from carbonlite.writer.batches import merged_schema
 from carbonlite.writer.distributed import abort_parts
 from carbonlite.writer.partition_files import PartitionFile
 from carbonlite.writer.replace_where import select_replaced
 from carbonlite.writer.row_changes import commit_row_change
+from carbonlite.writer.schema_changes import adding_columns
 from carbonlite.writer.write_plan import WritePlan
 
 __all__ = ["commit_parts", "plan_write"]
 
 
 def plan_write(
-    table: Table, *, overwrite: bool, skip: bool = False, txn: TxnMarker | None = None
+    table: Table,
+    *,
+    overwrite: bool,
+    skip: bool = False,
+    txn: TxnMarker | None = None,
+    merge_schema: pa.Schema | None = None,
 ) -> WritePlan:
     """Plan a write into ``table`` against its latest version; with ``txn`` already committed
-    the plan writes nothing."""
+    the plan writes nothing. ``merge_schema``: the schema of the rows to write, whose columns
+    the table lacks are added by the write's own commit (Delta's ``mergeSchema``, the Python
+    ``schema_mode="merge"``); workers write in the merged schema."""
     snap = table.refresh().snapshot()
+    change = _merged(table, snap, merge_schema) if merge_schema is not None else None
+    metadata = snap.metadata if change is None else change[1]
     writer = TableWriter(
         table.storage, table.root, writer_id="plan", storage_options=table.storage_options
     )
@@ -61,7 +73,7 @@ def plan_write(
     return WritePlan(
         uri=table.path,
         storage_options=table.storage_options,
-        schema=snap.schema,
+        schema=metadata.schema,
         segment_id=segment_id,
         new_segment=created,
         committed={p: f.committed_length for p, f in seg.files.items()} if seg is not None else {},
@@ -76,8 +88,26 @@ def plan_write(
         planned_ms=now_ms(),
         append_files=table.storage.supports_append,
         partition_by=[] if snap.metadata.primary_key else list(snap.metadata.partition_by),
-        metadata=snap.metadata,
+        metadata=metadata,
+        metadata_change=change,
     )
+
+
+def _merged(
+    table: Table, snap: Snapshot, incoming: pa.Schema
+) -> tuple[TableMetadata, TableMetadata] | None:
+    """(read, new) metadata when ``incoming`` has columns the table lacks; None otherwise."""
+    merged = merged_schema(snap.schema, incoming, where=repr(table.path))
+    if merged.equals(snap.schema):
+        return None
+    if snap.metadata.primary_key:
+        raise SchemaMismatchError(
+            f"mergeSchema is not supported for the primary-key table {table.path!r}: add the "
+            "columns with add_columns first",
+            [f"new columns: {merged.names[len(snap.schema) :]}"],
+        )
+    added = list(merged)[len(snap.schema) :]
+    return snap.metadata, adding_columns(snap, added, {}, where=repr(table.path))
 
 
 def commit_parts(
@@ -98,6 +128,10 @@ def commit_parts(
     vectors, ``carbonlite/driver_changes.py``); the parts are then committed as written,
     in a primary-key table too (the change checked its keys)."""
     appends = tuple(p for p in parts if p is not None)
+    if plan.metadata_change is not None:
+        read, new = plan.metadata_change
+        added = ",".join(new.schema.names[len(read.schema) :])
+        parameters = {**parameters, "schema_mode": "merge", "new_columns": added}
     deletes = changes is not None and bool(changes.deletions)
     nothing = not appends and not partitioned and not plan.overwrite and not deletes
     if plan.skip or (nothing and plan.replace_where is None):
@@ -195,6 +229,7 @@ def _appends_commit(
             parameters=parameters,
             started_ms=plan.planned_ms,
             written_with=plan.metadata,
+            metadata=plan.metadata_change,
         )
 
     return build
@@ -235,6 +270,7 @@ def _partitioned_commit(
             parameters=parameters,
             started_ms=plan.planned_ms,
             written_with=plan.metadata,
+            metadata=plan.metadata_change,
             partitions=new_segments,
             overwrite_partitions=frozenset(by_key)
             if plan.overwrite and plan.dynamic_overwrite

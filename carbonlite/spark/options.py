@@ -51,10 +51,18 @@ OPTIONS: dict[Route, tuple[str, ...]] = {
         "publishState",
         "txnAppId",
         "txnVersion",
+        "mergeSchema",
         "carbonlite.saveMode",
         "carbonlite.sessionPartitionOverwriteMode",
     ),
-    "writeStream": (*_COMMON, "sortColumns", "partitionBy", "txnAppId", "checkpointLocation"),
+    "writeStream": (
+        *_COMMON,
+        "sortColumns",
+        "partitionBy",
+        "txnAppId",
+        "checkpointLocation",
+        "mergeSchema",
+    ),
 }
 """The options each route takes (docs/SPARK.md, "Options"); anything else is refused."""
 _PREFIXES: dict[Route, tuple[str, ...]] = {

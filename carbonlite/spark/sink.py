@@ -39,6 +39,7 @@ from carbonlite.spark.options import SparkOptions
 from carbonlite.spark.publish_channel import save_result, states_from_option
 from carbonlite.spark.types import arrow_schema_from_spark, relabel_from_spark
 from carbonlite.table import Table
+from carbonlite.writer.batches import merged_schema
 from carbonlite.writer.distributed import (
     abort_parts,
     commit_leased,
@@ -84,7 +85,8 @@ def _tag(app_id: str) -> str:
 
 def open_or_create(options: SparkOptions, spark_schema: Any) -> Table:
     """The sink's table, created from the incoming schema if missing; a schema that does not
-    fit an existing table fails here, before anything is written."""
+    fit an existing table fails here, before anything is written (with ``mergeSchema``,
+    columns the table lacks fit: :func:`planned` adds them)."""
     uri, storage_options = options.path, options.storage_options
     incoming = arrow_schema_from_spark(spark_schema)
     try:
@@ -102,7 +104,10 @@ def open_or_create(options: SparkOptions, spark_schema: Any) -> Table:
         except TableExistsError:  # another writer created it a moment ago
             table = open_table(uri, storage_options=storage_options or None)
     _check_partitioning(table, options.get("partitionBy"))
-    problems = schema_differences(table.schema, incoming, allow_missing_nullable=True)
+    schema = table.schema
+    if options.get_bool("mergeSchema"):  # the write's commit adds the new columns
+        schema = merged_schema(schema, incoming, where=repr(table.path))
+    problems = schema_differences(schema, incoming, allow_missing_nullable=True)
     if problems:
         # a column renamed or dropped since the DataFrame was defined: say so first
         hints = former_name_problems(incoming.names, table._snapshot.metadata)
@@ -113,6 +118,13 @@ def open_or_create(options: SparkOptions, spark_schema: Any) -> Table:
             [*hints, *problems],
         )
     return table
+
+
+def planned(table: Table, options: SparkOptions, spark_schema: Any, overwrite: bool) -> WritePlan:
+    """The write's plan; with ``mergeSchema``, one whose commit adds the DataFrame's columns
+    the table lacks (``driver.plan_write(merge_schema=...)``)."""
+    incoming = arrow_schema_from_spark(spark_schema) if options.get_bool("mergeSchema") else None
+    return plan_write(table, overwrite=overwrite, merge_schema=incoming)
 
 
 def write_task(
@@ -193,7 +205,7 @@ class CarbonLiteStreamWriter(_LeasedWriter, DataSourceStreamArrowWriter):
 
     def __init__(self, options: SparkOptions, spark_schema: Any, overwrite: bool) -> None:
         table = open_or_create(options, spark_schema)
-        self.plan = plan_write(table, overwrite=overwrite)
+        self.plan = planned(table, options, spark_schema, overwrite)
         self.app_id = options.get("txnAppId")
         self.output_mode = "complete" if overwrite else "append"
         self._hold(self.plan, "spark stream")
@@ -258,8 +270,13 @@ class CarbonLiteBatchWriter(_LeasedWriter, DataSourceArrowWriter):
         else:
             table = open_or_create(options, spark_schema)
         replace_where = _replace_where(options, table, self.mode)
+        merge = options.get_bool("mergeSchema") and not exists
         self.plan = plan_write(
-            table, overwrite=overwrite and replace_where is None, skip=exists, txn=self.txn
+            table,
+            overwrite=overwrite and replace_where is None,
+            skip=exists,
+            txn=self.txn,
+            merge_schema=arrow_schema_from_spark(spark_schema) if merge else None,
         )
         self.plan.dynamic_overwrite = _dynamic_overwrite(options)
         self.plan.replace_where = replace_where

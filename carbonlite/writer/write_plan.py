@@ -59,6 +59,9 @@ class WritePlan:
     metadata: TableMetadata | None = None
     """The table's metadata when planned: workers write under its physical column names and
     defaults, and the commit is refused if a column was renamed or dropped since."""
+    metadata_change: tuple[TableMetadata, TableMetadata] | None = None
+    """(read, new) metadata when the write's commit adds columns (``mergeSchema``): workers
+    write in the new one (:attr:`metadata`), and the commit requires the read one unchanged."""
 
     @property
     def layout(self) -> ColumnLayout:

@@ -535,3 +535,43 @@ def test_a_catalog_table_after_a_rename_says_to_register_it_again(
         spark.read.format("carbonlite").schema("id long, k string").load(path).collect()
     assert "SchemaMismatchError" in str(failed.value)
     assert "column 'k' was renamed to 'kind' at version 2" in str(failed.value)
+
+
+def test_merge_schema_adds_a_dataframes_new_columns(
+    spark: Any, tmp_path: Any, stop_queries: None
+) -> None:
+    """Issue 40 §3: ``mergeSchema`` on a batch write and on a stream adds the DataFrame's new
+    columns, as ``schema_mode="merge"`` does in Python (Delta's option); without it the write
+    is refused and nothing is committed."""
+    path = str(tmp_path / "t")
+    t = cl.create_table(path, SCHEMA)
+    t.append(rows(0, 3))
+    wider = spark.createDataFrame([(10, "a", 1, 0.5)], "id long, k string, n int, score double")
+    version = t.version
+    with pytest.raises(Exception, match="SchemaMismatchError.*\n.*column 'score' .* not in"):
+        wider.write.format("carbonlite").mode("append").save(path)
+    assert t.refresh().version == version
+    wider.write.format("carbonlite").option("mergeSchema", "true").mode("append").save(path)
+    got = t.refresh().to_arrow().sort_by("id")
+    assert got.schema.names == ["id", "k", "n", "score"]
+    assert got.column("score").to_pylist() == [None, None, None, 0.5]
+
+    source, ck = str(tmp_path / "src"), str(tmp_path / "ck")
+    s = cl.create_table(source, pa.schema([*SCHEMA, ("score", pa.float64()), ("tag", pa.string())]))
+    s.append(
+        rows(20, 2)
+        .append_column("score", pa.array([1.0, 2.0]))
+        .append_column("tag", pa.array(["x", "y"]))
+    )
+    finish(
+        spark.readStream.format("carbonlite")
+        .load(source)
+        .writeStream.format("carbonlite")
+        .option("mergeSchema", "true")
+        .option("checkpointLocation", ck)
+        .trigger(availableNow=True)
+        .start(path)
+    )
+    got = t.refresh().to_arrow().sort_by("id")
+    assert got.schema.names == ["id", "k", "n", "score", "tag"]
+    assert got.column("tag").to_pylist() == [None] * 4 + ["x", "y"]

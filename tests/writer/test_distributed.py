@@ -133,3 +133,33 @@ def test_a_part_writes_on_after_a_schema_change(tmp_path, change: str) -> None:
         assert files_after == files
     else:
         assert len(files_after) == 2 and files < files_after
+
+
+def test_merge_schema_adds_the_new_columns_in_the_writes_own_commit(tmp_path) -> None:
+    """Issue 40 §3, Delta's mergeSchema for the Spark sinks: a plan given the rows' schema adds
+    the columns the table lacks in the commit of the rows, as ``schema_mode="merge"`` does;
+    a schema change committed between plan and commit refuses it (nothing committed)."""
+    schema = pa.schema([("id", pa.int64()), ("k", pa.string())])
+    t = cl.create_table(str(tmp_path / "t"), schema)
+    t.append(pa.table({"id": [1], "k": ["a"]}))
+    wider = pa.table({"id": [2], "k": ["b"], "score": [0.5]})
+    plan = plan_write(t, overwrite=False, merge_schema=wider.schema)
+    assert plan.schema.names == ["id", "k", "score"]
+    part = write_part(plan, wider.to_batches(), tag="m", partition=0, attempt=0)
+    commit_parts(plan, [part], txn=None, operation="WRITE", parameters={}, writer_id="d")
+    t.refresh()
+    assert t.schema.names == ["id", "k", "score"]
+    assert t.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "k": "a", "score": None},
+        {"id": 2, "k": "b", "score": 0.5},
+    ]
+    assert t.history(1)[0].parameters["new_columns"] == "score"
+
+    again = pa.table({"id": [3], "k": ["c"], "score": [1.5], "extra": ["x"]})
+    plan = plan_write(t, overwrite=False, merge_schema=again.schema)
+    part = write_part(plan, again.to_batches(), tag="m", partition=0, attempt=0)
+    t.add_columns(pa.field("other", pa.int32()))  # lands between plan and commit
+    version = t.refresh().version
+    with pytest.raises(CommitConflictError):
+        commit_parts(plan, [part], txn=None, operation="WRITE", parameters={}, writer_id="d")
+    assert t.refresh().version == version and "extra" not in t.schema.names
