@@ -362,7 +362,7 @@ class Lifecycle(RuleBasedStateMachine):
 
 TestLifecycle = Lifecycle.TestCase
 TestLifecycle.settings = settings(
-    max_examples=20,
+    max_examples=10,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -422,4 +422,4 @@ class LifecycleWithUncertainWrites(Lifecycle):
 
 
 TestLifecycleWithUncertainWrites = LifecycleWithUncertainWrites.TestCase
-TestLifecycleWithUncertainWrites.settings = settings(TestLifecycle.settings, max_examples=15)
+TestLifecycleWithUncertainWrites.settings = settings(TestLifecycle.settings, max_examples=8)

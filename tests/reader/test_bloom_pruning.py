@@ -39,7 +39,7 @@ from tests.support.lookups import (
     plan_of,
 )
 
-SLOW_SETTINGS = settings(SETTINGS, max_examples=80)
+SLOW_SETTINGS = settings(SETTINGS, max_examples=40)
 
 
 def check_filter(t: cl.Table, model: pa.Table, expression: pc.Expression) -> ScanPlan:

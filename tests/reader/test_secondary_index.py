@@ -112,7 +112,7 @@ def test_pruned_lookups_equal_pyarrow_filter(tmp_path: Path, kind: str, data: An
 
 
 @pytest.mark.slow
-@settings(SETTINGS, max_examples=60)
+@settings(SETTINGS, max_examples=30)
 @given(data=st.data())
 @pytest.mark.parametrize("kind", INDEXED_KINDS)
 def test_pruned_lookups_equal_pyarrow_filter_many(tmp_path: Path, kind: str, data: Any) -> None:
