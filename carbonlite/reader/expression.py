@@ -30,7 +30,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
-from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
 
 from carbonlite.errors import InvalidFilterError
 from carbonlite.reader import substrait as sub
@@ -86,6 +85,9 @@ class Filter:
         ``batch.filter(expression)`` runs every column through its plan in 32k-row pieces and
         joins them again (a third more time on a 131k-row blocklet of six columns). The rows
         kept are the same: those where the expression is true (false and null drop)."""
+        # (imported here: pyarrow.acero imports pandas, which importing carbonlite must not)
+        from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
+
         try:
             names = [n for n in batch.schema.names if n in self.columns]
             if not names or not batch.num_rows:

@@ -548,7 +548,7 @@ def test_merge_schema_adds_a_dataframes_new_columns(
     t.append(rows(0, 3))
     wider = spark.createDataFrame([(10, "a", 1, 0.5)], "id long, k string, n int, score double")
     version = t.version
-    with pytest.raises(Exception, match="SchemaMismatchError.*\n.*column 'score' .* not in"):
+    with pytest.raises(Exception, match=r"SchemaMismatchError.*\n.*column 'score' .* not in"):
         wider.write.format("carbonlite").mode("append").save(path)
     assert t.refresh().version == version
     wider.write.format("carbonlite").option("mergeSchema", "true").mode("append").save(path)
