@@ -80,8 +80,8 @@ class Filter:
         """The rows of ``batch`` the filter keeps; Arrow's failures become
         :class:`InvalidFilterError`.
 
-        The expression is evaluated by an Acero projection over the columns it reads only, and
-        its mask then selects the rows of every column in one pass: Arrow's own
+        The expression is evaluated by an Acero projection (which reads only the columns it
+        names), and its mask then selects the rows of every column in one pass: Arrow's own
         ``batch.filter(expression)`` runs every column through its plan in 32k-row pieces and
         joins them again (a third more time on a 131k-row blocklet of six columns). The rows
         kept are the same: those where the expression is true (false and null drop)."""
@@ -89,10 +89,9 @@ class Filter:
         from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
 
         try:
-            names = [n for n in batch.schema.names if n in self.columns]
-            if not names or not batch.num_rows:
+            if not batch.num_columns or not batch.num_rows:
                 return batch.filter(self.expression)
-            source = pa.Table.from_batches([batch.select(names)])
+            source = pa.Table.from_batches([batch])  # every column: fields may be by position
             mask = (
                 Declaration.from_sequence(
                     [
