@@ -29,6 +29,7 @@ __all__ = [
     "TableIdMismatchError",
     "TableNotFoundError",
     "UnsupportedFormatError",
+    "UnsupportedStatementError",
     "UnsupportedStorageError",
     "UnsupportedTypeError",
     "VersionNotFoundError",
@@ -217,3 +218,8 @@ class DataUnavailableError(CarbonLiteError):
 
 class MissingDependencyError(CarbonLiteError, ImportError):
     """An optional library a call needs (pandas, Polars, DuckDB, PySpark) is not installed."""
+
+
+class UnsupportedStatementError(CarbonLiteError, ValueError):
+    """A SQL statement Spark would run against its catalog entry of a CarbonLite table alone
+    (``ALTER TABLE``), leaving the table and the entry apart: refused before Spark runs it."""

@@ -104,7 +104,11 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> None:
     sources on its own, and makes ``outputMode("update")`` fail with a clear message.
     """
     from carbonlite.spark.datasource import CarbonLiteDataSource, CarbonLitePushdownDataSource
-    from carbonlite.spark.patches import install_reader_patch, install_writer_patches
+    from carbonlite.spark.patches import (
+        install_reader_patch,
+        install_sql_patch,
+        install_writer_patches,
+    )
 
     spark.dataSource.register(
         CarbonLitePushdownDataSource if filter_pushdown else CarbonLiteDataSource
@@ -112,6 +116,7 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> None:
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     install_writer_patches()
     install_reader_patch()
+    install_sql_patch()
 
 
 def local_session(

@@ -31,7 +31,7 @@ from carbonlite.errors import InvalidOptionError, TableExistsError, TableNotFoun
 from carbonlite.spark.datasource import CarbonLiteDataSource
 from carbonlite.spark.types import spark_schema
 
-__all__ = ["bound_source_name", "bound_table", "register_table"]
+__all__ = ["bound_source_name", "bound_table", "is_carbonlite_table", "register_table"]
 
 _PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|`(?:[^`]|``)+`")
 _PROVIDER = re.compile(r"^Provider: (\S+)$", re.MULTILINE)
@@ -178,3 +178,15 @@ def bound_table(spark: Any, name: str) -> tuple[str, dict[str, Any]]:
         f"{provider or 'unknown'!r}); CarbonTable.forName takes tables registered with "
         "carbonlite.spark.register_table"
     )
+
+
+def is_carbonlite_table(spark: Any, name: str) -> bool:
+    """Whether the Spark table ``name`` is a CarbonLite table registered by
+    :func:`register_table` (in this session or another)."""
+    try:
+        parts = _identifier(name)
+    except InvalidOptionError:
+        return False
+    if not spark.catalog.tableExists(name):
+        return False
+    return (_provider_of(spark, parts) or "").lower().startswith("carbonlite_")

@@ -22,6 +22,12 @@ batch writer's JVM side forgets them), so both partition a new table, and a writ
 columns differ from an existing table's partitioning is refused
 (:func:`carbonlite.spark.sink.open_or_create`).
 
+SQL: ``ALTER TABLE`` on a table registered with ``register_table`` would change only Spark's
+catalog entry (every later read and insert by name then fails until ``register_table`` runs
+again); ``SparkSession.sql`` refuses it with
+:class:`~carbonlite.errors.UnsupportedStatementError` naming the Python call that changes the
+table itself.
+
 Reads: ``DataFrameReader.load`` for ``format("carbonlite")`` returns the plan of Spark's own
 Parquet reader over the table's columnar Parquet files, united with the Python source for the
 rest (``spark/native_read.py``); the reader remembers its options and user schema for it.
@@ -35,11 +41,12 @@ session settings the sink honours are read here, on the driver, and passed on as
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from carbonlite.errors import InvalidOptionError
 
-__all__ = ["install_reader_patch", "install_writer_patches"]
+__all__ = ["install_reader_patch", "install_sql_patch", "install_writer_patches"]
 
 _FORMAT = "carbonlite"
 _SAVE_MODES_VIA_OPTION = ("error", "errorifexists", "default", "ignore")
@@ -368,3 +375,42 @@ def _struct(spark: Any, schema: Any) -> Any:
 
     parsed = StructType.fromDDL(schema)
     return parsed if isinstance(parsed, StructType) else StructType.fromDDL(f"struct<{schema}>")
+
+
+_ALTER_TABLE = re.compile(
+    r"\s*ALTER\s+TABLE\s+((?:`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?:\s*\.\s*(?:`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)){0,2})",
+    re.IGNORECASE,
+)
+
+
+def install_sql_patch() -> None:
+    """``ALTER TABLE`` on a CarbonLite table registered by name is refused (see the module's
+    notes) before Spark runs it; every other statement is Spark's."""
+    from pyspark.sql.session import SparkSession
+
+    if getattr(SparkSession, "_carbonlite_sql_patched", False):
+        return
+    original = SparkSession.sql
+
+    @functools.wraps(original)
+    def sql(self: Any, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:
+        match = _ALTER_TABLE.match(sqlQuery) if isinstance(sqlQuery, str) else None
+        if match is not None:
+            from carbonlite.spark.catalog import is_carbonlite_table
+
+            name = re.sub(r"\s*\.\s*", ".", match.group(1))
+            if is_carbonlite_table(self, name):
+                from carbonlite.errors import UnsupportedStatementError
+
+                raise UnsupportedStatementError(
+                    f"ALTER TABLE {name} would change only Spark's catalog entry of the "
+                    "CarbonLite table, not the table: change the table with carbonlite "
+                    "(Table.add_columns, rename_column, drop_columns, widen_column, "
+                    "set_properties, unset_properties), then call "
+                    f"carbonlite.spark.register_table(spark, {name!r}, path) again"
+                )
+        return original(self, sqlQuery, args, **kwargs)
+
+    SparkSession.sql = sql  # type: ignore[method-assign]
+    SparkSession._carbonlite_sql_patched = True  # type: ignore[attr-defined]

@@ -150,3 +150,41 @@ def test_names_spark_creates_without_asking_the_source_say_how_to_fix(
     register_table(spark, name, tmp_path / "t", schema=SCHEMA)
     df.writeTo(name).append()
     assert _ids(cl.open_table(tmp_path / "t")) == [1]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "ALTER TABLE {name} ADD COLUMNS (extra int)",
+        "alter table {name} RENAME COLUMN i TO key",
+        "ALTER TABLE default.{name} DROP COLUMN s",
+        "ALTER TABLE `{name}` SET TBLPROPERTIES ('compression_level' = '3')",
+    ],
+)
+def test_alter_table_on_a_carbonlite_table_is_refused_before_spark_splits_them(
+    spark: Any, tmp_path: Path, statement: str
+) -> None:
+    """Issue 40 §3: Spark's ALTER TABLE would change only its catalog entry (reads and inserts
+    by name then fail until register_table runs again): refused, naming the Python call, and
+    the table and its entry stay as they were."""
+    from carbonlite.errors import UnsupportedStatementError
+
+    t = _table(tmp_path / "t")
+    name = _name()
+    register_table(spark, name, str(tmp_path / "t"))
+    version = t.version
+    with pytest.raises(UnsupportedStatementError, match="register_table"):
+        spark.sql(statement.format(name=name))
+    assert t.refresh().version == version
+    assert spark.table(name).columns == t.schema.names
+    assert sorted(r[0] for r in spark.sql(f"SELECT i FROM {name}").collect()) == _ids(t)
+
+
+def test_alter_table_on_other_tables_is_sparks(spark: Any) -> None:
+    name = _name()
+    spark.sql(f"CREATE TABLE {name} (id int) USING parquet")
+    try:
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS (extra int)")
+        assert spark.table(name).columns == ["id", "extra"]
+    finally:
+        spark.sql(f"DROP TABLE {name}")
