@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -142,14 +143,19 @@ def test_a_file_of_another_length_than_committed_is_refused(tmp_path: Path) -> N
         ParquetBlockletReader(path, end=writer.length + 1)
 
 
-@pytest.mark.parametrize("where", ["page", "footer", "truncated"])
-def test_damage_is_an_error_never_wrong_values(tmp_path: Path, where: str) -> None:
+def _three_row_groups(tmp_path: Path) -> tuple[Path, list[Any]]:
+    """A file of 3,000 rows (id, name) in three row groups, and its blocklets."""
     schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
     table = pa.table({"id": range(3000), "name": [str(i * 7919 % 1000) for i in range(3000)]})
     path = tmp_path / "f.parquet"
     writer = ParquetBlockletWriter(path, schema, [1, 2])
     writer.write(table, max_rows=1000)
-    metas = writer.close()
+    return path, writer.close()
+
+
+@pytest.mark.parametrize("where", ["page", "footer", "truncated"])
+def test_damage_is_an_error_never_wrong_values(tmp_path: Path, where: str) -> None:
+    path, metas = _three_row_groups(tmp_path)
     data = bytearray(path.read_bytes())
     if where == "truncated":
         data = data[: len(data) // 2]
@@ -171,12 +177,7 @@ def test_a_cached_footer_never_hides_damage(tmp_path: Path) -> None:
     damage to a page in place is still an error at the next read (page checksums), damage to
     the footer never gives wrong values, and a reader without the cache (``verify``'s) sees
     the damaged footer."""
-    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
-    table = pa.table({"id": range(3000), "name": [str(i * 7919 % 1000) for i in range(3000)]})
-    path = tmp_path / "f.parquet"
-    writer = ParquetBlockletWriter(path, schema, [1, 2])
-    writer.write(table, max_rows=1000)
-    metas = writer.close()
+    path, metas = _three_row_groups(tmp_path)
     assert ParquetBlockletReader(path).read_blocklet(metas[1]).num_rows == 1000  # cached now
     pristine = path.read_bytes()
     data = bytearray(pristine)
