@@ -364,19 +364,15 @@ class _Footer:
     metadata: pq.FileMetaData
     schema: pa.Schema
     groups: Mapping[int, int]
-    field_ids: tuple[int | None, ...]
-    """The field id of each top-level field (None: it has none)."""
 
     @classmethod
     def of(cls, file: pq.ParquetFile) -> _Footer:
         arrow = _stored_schema(file.metadata) or file.schema_arrow
         spans = row_group_spans(file.metadata)
-        ids = [(f.metadata or {}).get(FIELD_ID_KEY) for f in file.schema_arrow]
         return cls(
             file.metadata,
             pa.schema([_without_field_ids(f) for f in arrow]),
             {offset: i for i, (offset, _, _) in enumerate(spans)},
-            tuple(int(i) if i is not None else None for i in ids),
         )
 
 
@@ -412,10 +408,6 @@ class _FooterCache:
             self._entries[self._key(path, size, options)] = f
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
 
 
 _FOOTERS = _FooterCache(512)
@@ -465,8 +457,6 @@ class ParquetBlockletReader:
         self.end = self.size
         self.metadata: pq.FileMetaData = footer.metadata
         self.schema: pa.Schema = footer.schema
-        self.field_ids: tuple[int | None, ...] = footer.field_ids
-        """The Parquet field id of each top-level field of :attr:`schema` (None: none)."""
         self._groups = footer.groups
         self._blocklets: list[BlockletMeta] | None = None
 

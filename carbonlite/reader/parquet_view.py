@@ -4,7 +4,8 @@ one's deletion vectors delete, and which of the table's columns each file holds.
 A table whose ``columnar_format`` is ``parquet`` keeps its handed-off and compacted rows in
 plain Parquet files (``format/parquet_file.py``) whose fields carry the column ids. An engine
 that reads Parquet itself (Spark's vectorized reader, an Iceberg reader) reads those files
-directly: by field id (renamed columns), at the table's types (widened ones), with a
+directly: each column under the name it has in the file (renamed columns keep their physical
+name; every field also carries the column id), at the table's types (widened ones), with a
 column's default where a file predates it, and without the rows deleted by deletion vectors
 (positions in the whole file). Everything else of the version (streaming segments, blocklet
 files of columnar segments) is the *tail*, read by CarbonLite's own scan with
@@ -23,8 +24,8 @@ import pyarrow as pa
 
 from carbonlite.format.data_files import open_data_file
 from carbonlite.format.deletion_vector import DeletionVector
-from carbonlite.format.parquet_file import ParquetBlockletReader, is_parquet
-from carbonlite.metadata.columns import column_ids, layout_of
+from carbonlite.format.parquet_file import is_parquet
+from carbonlite.metadata.columns import layout_of
 from carbonlite.storage import Storage
 
 __all__ = [
@@ -80,16 +81,12 @@ class ParquetFileRead:
     path: str
     """Relative to the table (``segments/<segment>/<name>.parquet``)."""
     uri: str
-    num_rows: int
-    """Rows in the file, deleted ones included."""
     deleted: np.ndarray | None
     """Positions (in the file) of its deleted rows; None: none deleted."""
     names: Mapping[str, str]
     """Column name -> the name its values have in the file (its physical name). A column
     of the version's schema the file does not hold (it was written before the column was
     added) is absent: its rows read as the column's default, or null."""
-    field_ids: Mapping[str, int]
-    """Column name -> the field id its values carry in the file."""
 
 
 @dataclass(frozen=True)
@@ -99,8 +96,6 @@ class ParquetView:
     version: int
     schema: pa.Schema
     """The version's schema (logical names)."""
-    ids: Mapping[str, int]
-    """Column name -> the field id its values carry in every file."""
     defaults: Mapping[str, Any]
     """Column name -> the value rows of a file without the column read (else null)."""
     files: tuple[ParquetFileRead, ...]
@@ -119,29 +114,24 @@ def parquet_view(
     holds (footers are cached per process: ``format/parquet_file.py``)."""
     metadata = snapshot.metadata
     layout = layout_of(metadata)
-    ids = dict(zip(metadata.schema.names, column_ids(metadata), strict=True))
     files = []
     for _seg, f in parquet_files(snapshot):
         if f.num_rows and f.num_deleted >= f.num_rows:
             continue  # every row deleted
         uri = storage.uri(storage.join(root, f.path))
         with open_data_file(uri, end=f.committed_length, storage_options=storage_options) as r:
-            assert isinstance(r, ParquetBlockletReader)
-            in_file = dict(zip(r.schema.names, r.field_ids, strict=True))
-        names, field_ids = {}, {}
+            in_file = set(r.schema.names)
+        names = {}
         for column in metadata.schema.names:
             name = next((n for n in layout.file_names(column) if n in in_file), None)
             if name is not None:
                 names[column] = name
-                field_ids[column] = in_file[name] if in_file[name] is not None else ids[column]
         files.append(
             ParquetFileRead(
                 path=f.path,
                 uri=uri,
-                num_rows=f.num_rows,
                 deleted=deleted_positions(storage, root, f) if f.deletions else None,
                 names=names,
-                field_ids=field_ids,
             )
         )
     tail = sum(
@@ -153,8 +143,7 @@ def parquet_view(
     return ParquetView(
         version=snapshot.version,
         schema=snapshot.schema,
-        ids=ids,
-        defaults=dict(layout_of(metadata).defaults),
+        defaults=dict(layout.defaults),
         files=tuple(files),
         tail_files=tail,
     )

@@ -92,11 +92,8 @@ def native_dataframe(
 def _spark_reads_as_is(schema: pa.Schema, view: ParquetView) -> bool:
     """Whether Spark's Parquet reader gives every column the type CarbonLite's Spark source
     gives it, and tells the files' column names apart (Spark matches names ignoring case)."""
-    if spark_arrow_schema(schema) != schema:
+    if spark_arrow_schema(schema) != schema:  # (every timestamp there is in microseconds)
         return False
-    for f in schema:
-        if pa.types.is_timestamp(f.type) and f.type.unit != "us":
-            return False
     for file in view.files:
         names = list(file.names.values())
         if len({n.lower() for n in names}) != len(names):
