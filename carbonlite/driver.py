@@ -33,14 +33,14 @@ from carbonlite.writer.append import (
     CommitResult,
     RowChanges,
     TableWriter,
+    merge_parameters,
+    schema_merge,
     with_row_changes,
 )
-from carbonlite.writer.batches import merged_schema
 from carbonlite.writer.distributed import abort_parts
 from carbonlite.writer.partition_files import PartitionFile
 from carbonlite.writer.replace_where import select_replaced
 from carbonlite.writer.row_changes import commit_row_change
-from carbonlite.writer.schema_changes import adding_columns
 from carbonlite.writer.write_plan import WritePlan
 
 __all__ = ["commit_parts", "plan_write"]
@@ -97,17 +97,14 @@ def _merged(
     table: Table, snap: Snapshot, incoming: pa.Schema
 ) -> tuple[TableMetadata, TableMetadata] | None:
     """(read, new) metadata when ``incoming`` has columns the table lacks; None otherwise."""
-    merged = merged_schema(snap.schema, incoming, where=repr(table.path))
-    if merged.equals(snap.schema):
-        return None
-    if snap.metadata.primary_key:
+    change = schema_merge(snap, incoming, where=repr(table.path))
+    if change is not None and snap.metadata.primary_key:
         raise SchemaMismatchError(
             f"mergeSchema is not supported for the primary-key table {table.path!r}: add the "
             "columns with add_columns first",
-            [f"new columns: {merged.names[len(snap.schema) :]}"],
+            [f"new columns: {change[1].schema.names[len(snap.schema) :]}"],
         )
-    added = list(merged)[len(snap.schema) :]
-    return snap.metadata, adding_columns(snap, added, {}, where=repr(table.path))
+    return change
 
 
 def commit_parts(
@@ -129,9 +126,7 @@ def commit_parts(
     in a primary-key table too (the change checked its keys)."""
     appends = tuple(p for p in parts if p is not None)
     if plan.metadata_change is not None:
-        read, new = plan.metadata_change
-        added = ",".join(new.schema.names[len(read.schema) :])
-        parameters = {**parameters, "schema_mode": "merge", "new_columns": added}
+        parameters = {**parameters, **merge_parameters(plan.metadata_change)}
     deletes = changes is not None and bool(changes.deletions)
     nothing = not appends and not partitioned and not plan.overwrite and not deletes
     if plan.skip or (nothing and plan.replace_where is None):

@@ -74,7 +74,9 @@ __all__ = [
     "StatesArg",
     "TableWriter",
     "lock_path",
+    "merge_parameters",
     "owner_lock_paths",
+    "schema_merge",
     "with_row_changes",
 ]
 
@@ -684,9 +686,7 @@ class TableWriter:
         if progress:  # e.g. kafka:events:0=41,kafka:events:1=57: the offsets committed
             parameters["txns"] = ",".join(f"{a}={new}" for a, (_, new) in progress.items())
         if metadata is not None and merge_schema:
-            added = metadata[1].schema.names[len(metadata[0].schema) :]
-            if added:
-                parameters.update(schema_mode="merge", new_columns=",".join(added))
+            parameters.update(merge_parameters(metadata))
         parameters.update(changes.parameters)
         return parameters
 
@@ -850,6 +850,25 @@ class _Written:
     hashes: dict[str, str] = field(default_factory=dict)
 
 
+def schema_merge(
+    snapshot: Snapshot, incoming: pa.Schema, *, where: str
+) -> tuple[TableMetadata, TableMetadata] | None:
+    """(read, new) metadata when ``incoming`` has columns the table lacks (added at the end,
+    as ``schema_mode="merge"`` and Delta's ``mergeSchema`` add them); None when it has none."""
+    merged = merged_schema(snapshot.schema, incoming, where=where)
+    if merged.equals(snapshot.schema):
+        return None
+    added = list(merged)[len(snapshot.schema) :]
+    return snapshot.metadata, adding_columns(snapshot, added, {}, where=where)
+
+
+def merge_parameters(change: tuple[TableMetadata, TableMetadata]) -> dict[str, str]:
+    """What a commit info records of a schema its commit merged."""
+    read, new = change
+    added = new.schema.names[len(read.schema) :]
+    return {"schema_mode": "merge", "new_columns": ",".join(added)} if added else {}
+
+
 def _incoming(
     log: Log,
     snapshot: Snapshot,
@@ -868,12 +887,9 @@ def _incoming(
         first = next(batches, None)
         if first is not None:
             batches = itertools.chain([first], batches)
-            merged = merged_schema(schema, first.schema, where=log.uri)
-            if not merged.equals(schema):
-                added = list(merged)[len(schema) :]
-                new = adding_columns(snapshot, added, {}, where=log.uri)
-                metadata = (snapshot.metadata, new)
-                schema = new.schema
+            metadata = schema_merge(snapshot, first.schema, where=log.uri)
+            if metadata is not None:
+                schema = metadata[1].schema
     in_force = snapshot.metadata if metadata is None else metadata[1]
     defaults = layout_of(in_force).defaults
     if parts is None:
