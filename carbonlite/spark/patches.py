@@ -243,16 +243,22 @@ def _record_options_of(cls: Any) -> None:
     cls.options = options
 
 
-def _remember_format(cls: Any) -> None:
-    """Wrap ``cls.format`` to remember the format on the instance (``_carbonlite_format``)."""
-    original = cls.format
+def _remember(cls: Any, method: str, attribute: str, value: Any = lambda arg: arg) -> None:
+    """Wrap ``cls.<method>`` (a setter of a reader or writer) to remember, on the instance
+    as ``attribute``, ``value`` of what it was given; then it does what it did."""
+    original = getattr(cls, method)
 
     @functools.wraps(original)
-    def format(self: Any, source: str) -> Any:
-        self._carbonlite_format = source
-        return original(self, source)
+    def remembering(self: Any, *args: Any) -> Any:
+        setattr(self, attribute, value(args if len(args) != 1 else args[0]))
+        return original(self, *args)
 
-    cls.format = format
+    setattr(cls, method, remembering)
+
+
+def _remember_format(cls: Any) -> None:
+    """Wrap ``cls.format`` to remember the format on the instance (``_carbonlite_format``)."""
+    _remember(cls, "format", "_carbonlite_format")
 
 
 def _columns(cols: Any) -> list[str]:
@@ -268,14 +274,7 @@ def _columns(cols: Any) -> list[str]:
 
 def _remember_partitioning(cls: Any) -> None:
     """Wrap ``cls.partitionBy`` to remember the columns on the instance as well."""
-    original = cls.partitionBy
-
-    @functools.wraps(original)
-    def partitionBy(self: Any, *cols: Any) -> Any:
-        self._carbonlite_partition_by = _columns(cols)
-        return original(self, *cols)
-
-    cls.partitionBy = partitionBy
+    _remember(cls, "partitionBy", "_carbonlite_partition_by", _columns)
 
 
 def _partitioning_as_option(writer: Any, argument: Any, options: dict[str, Any]) -> dict[str, Any]:
@@ -328,11 +327,7 @@ def install_reader_patch() -> None:
     _record_options_of(DataFrameReader)
     original_schema = DataFrameReader.schema
     original_load = DataFrameReader.load
-
-    @functools.wraps(original_schema)
-    def schema(self: Any, schema: Any) -> Any:
-        self._carbonlite_schema = schema
-        return original_schema(self, schema)
+    _remember(DataFrameReader, "schema", "_carbonlite_schema")
 
     @functools.wraps(original_load)
     def load(
@@ -362,7 +357,6 @@ def install_reader_patch() -> None:
                 return df
         return original_load(self, path, format, schema, **options)
 
-    DataFrameReader.schema = schema  # type: ignore[method-assign]
     DataFrameReader.load = load  # type: ignore[method-assign]
     DataFrameReader._carbonlite_patched = True  # type: ignore[attr-defined]
 
