@@ -478,7 +478,7 @@ TestSchemaEvolution.settings = SETTINGS
 
 @pytest.mark.slow
 class TestSchemaEvolutionMany(SchemaEvolution.TestCase):  # type: ignore[name-defined]
-    settings = settings(SETTINGS, max_examples=50, stateful_step_count=40)
+    settings = settings(SETTINGS, max_examples=25, stateful_step_count=40)
 
 
 def test_a_widened_date_keeps_its_default_as_a_timestamp() -> None:

@@ -280,21 +280,22 @@ def test_a_files_due_time_is_max_latency_after_it_was_written(tmp_path: Path) ->
     assert ingester._due(file, seen, written_s - 3.0) == pytest.approx(seen + 1.0)  # skewed
 
 
-# --- the slow tier: 100,000 files ----------------------------------------------------------------
+# --- the slow tier: 50,000 files -----------------------------------------------------------------
 
 AGE = 1_000
 """``max_file_age`` of the long runs: 1,001 files in the record."""
 ROUNDS = 10
-PER_ROUND = 10_000
+PER_ROUND = 5_000
 PER_ROUND_SHORT_LIVED = 3_000
 """Files per round when every round has a new ingester: 30,000 files, each round three times
-``AGE``, so every round still turns the whole record over (the long-lived ingester's run
-takes the 100,000; the suite's time went to running both at that size)."""
+``AGE``, so every round still turns the whole record over. The long-lived ingester's run takes
+50,000, five times ``AGE`` a round (100,000 until CI's time ran short: benchmarks/
+bench_file_ingest.py measures the record, the log and memory flat to 100,000)."""
 
 
 @pytest.fixture(scope="module")
 def long_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rounds]:
-    """100,000 files in 10 rounds through one long-lived ingester (its memory counted in
+    """50,000 files in 10 rounds through one long-lived ingester (its memory counted in
     blocks, not traced: ``benchmarks/bench_file_ingest.py`` traces it)."""
     yield run_rounds(
         tmp_path_factory.mktemp("long"),
@@ -308,7 +309,7 @@ def long_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rounds]:
 
 
 @pytest.mark.slow
-def test_record_bounded_after_100k_files(long_run: Rounds) -> None:
+def test_record_bounded_after_50k_files(long_run: Rounds) -> None:
     check_bounded(long_run, AGE, PER_ROUND)
     assert long_run.table is not None
     check_rows(long_run.table, long_run.files)
@@ -331,11 +332,11 @@ def test_record_bounded_after_30k_files_one_ingester_per_round(tmp_path: Path) -
 
 BLOCKS_SLACK = 8_000
 """Growth of the blocks held from round 2 to round 10 that counts as flat. A leak of one
-object per file ingested would add 80,000 (8,000 files' worth: one per 10 files)."""
+object per file ingested would add 40,000 (8,000 is one per 5 files)."""
 
 
 @pytest.mark.slow
-def test_long_lived_ingester_memory_flat_after_100k_files(long_run: Rounds) -> None:
+def test_long_lived_ingester_memory_flat_after_50k_files(long_run: Rounds) -> None:
     first, last = long_run.figures[1], long_run.figures[-1]
     assert last.held_blocks - first.held_blocks <= BLOCKS_SLACK, (first, last)
     assert last.arrow_bytes - first.arrow_bytes <= 1 << 20, (first, last)

@@ -148,10 +148,7 @@ def test_sigkills_at_every_seam_ingest_every_file_exactly_once(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("round", range(2))
-def test_a_hundred_sigkills(
-    server: IngestServer, other: IngestServer, tmp_path: Path, round: int
-) -> None:
+def test_a_hundred_sigkills(server: IngestServer, other: IngestServer, tmp_path: Path) -> None:
     run_kills(server, other, tmp_path, kills=100)
 
 

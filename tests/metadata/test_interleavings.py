@@ -344,8 +344,8 @@ def test_random_orders(name: str) -> None:
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", sorted(LARGE))
 def test_many_random_orders(name: str) -> None:
-    found = explore_random(LARGE[name], check, seeds=range(1_000, 1_080))
-    assert found.schedules == 150
+    seeds = range(1_000, 1_060)
+    assert explore_random(LARGE[name], check, seeds=seeds).schedules == len(seeds)
 
 
 @pytest.mark.slow

@@ -417,10 +417,10 @@ def test_a_stale_append_is_refused_after_a_rename() -> None:
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_every_order_at_every_seam(name: str) -> None:
-    """Every seam (checkpoints, replays, leases): all orders where they are 500 or fewer, else
-    the first 500 depth first and 200 seeded random orders (the generated scenarios of
+    """Every seam (checkpoints, replays, leases): all orders where they are 250 or fewer, else
+    the first 250 depth first and 100 seeded random orders (the generated scenarios of
     test_generated_orders.py explore schema changes beside the others)."""
-    found = explore_all(SCENARIOS[name], check, limit=500, pause_at=WITHOUT_HISTORY)
+    found = explore_all(SCENARIOS[name], check, limit=250, pause_at=WITHOUT_HISTORY)
     assert found.schedules > 12
     if not found.exhaustive:
-        assert explore_random(SCENARIOS[name], check, seeds=range(200)).schedules == 200
+        assert explore_random(SCENARIOS[name], check, seeds=range(100)).schedules == 100

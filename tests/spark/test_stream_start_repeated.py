@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 START_ROWS = 1_000
 STEP = 10
-RUNS = 5
+RUNS = 3
 
 
 class PacedAppender:

@@ -474,7 +474,7 @@ class TestRowChangesMore(RowChanges.TestCase):  # type: ignore[misc,valid-type]
     """The same machine, many more runs (the slow tier)."""
 
     settings = settings(
-        max_examples=80,
+        max_examples=40,
         stateful_step_count=25,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
