@@ -37,6 +37,7 @@ from carbonlite.errors import (
 )
 from carbonlite.metadata import RowsDeleted, Snapshot
 from carbonlite.metadata.commit import backoff
+from carbonlite.reader.bloom_prune import bloom_pruner
 from carbonlite.reader.planner import DEFAULT_SPLIT_BYTES, Split, plan_scan
 from carbonlite.reader.scan import ROW_POSITION, SplitReader, read_splits
 from carbonlite.seams import reach
@@ -52,6 +53,7 @@ from carbonlite.writer.row_changes import (
     Selection,
     discard_deletions,
 )
+from carbonlite.writer.touched import Touched, plan_filter
 from carbonlite.writer.unique_keys import check_unique_keys
 
 __all__ = ["TaskRunner", "plan_change", "run_distributed_change"]
@@ -61,20 +63,44 @@ TaskRunner = Callable[[ChangeJob], Sequence[ChangeTaskResult]]
 
 
 def plan_change(
-    table: Table, *, parallelism: int, columns: Sequence[str] | None = None
+    table: Table,
+    *,
+    parallelism: int,
+    columns: Sequence[str] | None = None,
+    touched: Touched | None = None,
 ) -> tuple[ChangeJob, Snapshot]:
     """A job against the latest snapshot (returned too): its splits in at least
     ``parallelism`` reading groups (when it has that many blocklets), the ``columns`` they
     read (None: all), and where its rows go (a partitioned table: into their partitions, a
-    primary-key table included)."""
+    primary-key table included). With ``touched``, only the files, blocklets and rows the
+    change can touch are read (pruned by min/max, partitions, bloom filters and the secondary
+    index: ``writer/touched.py``)."""
     write = plan_write(table, overwrite=False)
     snapshot = table.snapshot()  # plan_write's
     if snapshot.version != write.read_version:
         snapshot = table.snapshot(write.read_version)
     write = replace(write, partition_by=list(snapshot.metadata.partition_by))
-    groups = _groups(plan_scan(snapshot, columns=None, filter=None).splits, parallelism)
-    wanted = None if columns is None else [c for c in snapshot.schema.names if c in columns]
-    job = ChangeJob(write, uuid.uuid4().hex[:16], groups, job_files(groups), wanted)
+    touched = touched or Touched()
+    where = repr(table.path)
+    filter = plan_filter(touched, snapshot.schema, where=where)
+    splits: Sequence[Split] = ()
+    if not touched.nothing:
+        blooms = None if filter is None else bloom_pruner(table.storage, table.root)
+        splits = plan_scan(snapshot, columns=None, filter=filter, blooms=blooms).splits
+    groups = _groups(splits, parallelism)
+    wanted = None
+    if columns is not None:  # the filter's and the keys' columns are read too
+        needed = {*columns, *touched.keys}
+        wanted = [c for c in snapshot.schema.names if c in needed]
+    job = ChangeJob(
+        write,
+        uuid.uuid4().hex[:16],
+        groups,
+        job_files(groups),
+        wanted,
+        filter=filter,
+        keys=dict(touched.keys),
+    )
     return job, snapshot
 
 
@@ -110,14 +136,18 @@ def run_distributed_change(
     description: str,
     parallelism: int,
     columns: Sequence[str] | None = None,
+    touched: Touched | None = None,
 ) -> MergeResult:
     """Plan, run the tasks with ``run`` and commit a delete, update or merge; again on the
     newest snapshot when a concurrent row-level change won (bounded). ``description`` names
     the change in errors ("merge into '/t' on t.id = s.id"); ``columns``: the
-    table's columns the reading tasks read (None: all)."""
+    table's columns the reading tasks read (None: all); ``touched``: what the change can
+    touch (None: any row)."""
     storage, root = table.storage, table.root
     for attempt in range(MAX_ROW_CHANGE_ATTEMPTS):
-        job, snapshot = plan_change(table, parallelism=parallelism, columns=columns)
+        job, snapshot = plan_change(
+            table, parallelism=parallelism, columns=columns, touched=touched
+        )
         reach("row_change.after_plan")
         names = [f"{name.rsplit('/', 1)[-1]}.{job.token}" for name in job.files]
         owner = f"{operation.lower()} {job.token}"

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -46,8 +47,9 @@ from carbonlite.writer.distributed_changes import (
     FILE_COLUMN,
     POSITION_COLUMN,
 )
+from carbonlite.writer.touched import Touched, prunable_type
 
-__all__ = ["CarbonMergeBuilder"]
+__all__ = ["COLLECTED_KEYS", "COLLECTED_KEY_BYTES", "CarbonMergeBuilder", "equi_keys", "matched_keys"]
 
 _SOURCE = "_carbonlite_source"
 """A column of the source that is never null: null after the join means no source row."""
@@ -78,6 +80,21 @@ _NAME = r"(?:`?\w+`?\.)?`?(\w+)`?"
 _EQUAL = re.compile(rf"^{_NAME}\s*=\s*{_NAME}$")
 _EQUAL_CALL = re.compile(rf"^=\({_NAME},\s*{_NAME}\)$")
 """``t.id = s.id`` as SQL, and as a Column prints it (``=(t.id, s.id)``)."""
+_QUALIFIED = r"(?:`?(\w+)`?\.)?`?(\w+)`?"
+_PAIR = re.compile(rf"^{_QUALIFIED}\s*=\s*{_QUALIFIED}$")
+_PAIR_CALL = re.compile(rf"^=\({_QUALIFIED},\s*{_QUALIFIED}\)$")
+"""The same, with each side's qualifier."""
+_OR = re.compile(r"\bor\b", re.IGNORECASE)
+_LITERAL = re.compile(r"'(?:[^']|'')*'")
+
+COLLECTED_KEY_BYTES = 64 * 1024 * 1024
+"""Spark's estimate of the source's key columns' bytes up to which a merge collects the
+source's keys at once and reads only target rows holding them."""
+COLLECTED_KEYS = 4_000_000
+"""Source rows up to which a merge collects the keys of a source whose estimate is larger or
+unknown (a DataFrame made from Python data, a Python data source): one aggregate counts them
+first. Above it, the target is pruned by the keys' range alone (the same aggregate's min and
+max)."""
 
 
 def _enclosed(text: str) -> bool:
@@ -119,6 +136,45 @@ def equi_keys(condition: str, columns: Sequence[str]) -> list[str]:
             return []
         keys.append(match.group(1))
     return keys
+
+
+def matched_keys(condition: str, alias: str | None, columns: Sequence[str]) -> list[str]:
+    """The columns every match of the merge ``condition`` has equal in the target (qualified
+    by ``alias``) and the source (qualified by another name): the conjuncts ``t.k = s.k`` of
+    a condition with no OR (``t.id = s.id AND s.v > 0`` gives ``["id"]``; ``[]`` when there
+    are none, or no alias tells the target's side)."""
+    if not alias or _OR.search(_LITERAL.sub("''", condition)):
+        return []
+    keys = []
+    for term in _terms(condition):
+        match = _PAIR.match(term) or _PAIR_CALL.match(term)
+        if match is None:
+            continue
+        left, name, right, other = match.groups()
+        if (
+            name == other
+            and name in columns
+            and left
+            and right
+            and (left == alias) != (right == alias)
+            and name not in keys
+        ):
+            keys.append(name)
+    return keys
+
+
+def _collected(
+    source: DataFrame, keys: Sequence[str], types: Mapping[str, pa.DataType]
+) -> Touched | None:
+    """The target rows holding one of ``source``'s values of each key (collected as Arrow)."""
+    found = source.toArrow()
+    values = {}
+    for k in keys:
+        try:
+            values[k] = found.column(k).cast(types[k])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue  # a value the table's column cannot hold matches nothing: not pruned
+    return Touched.of_keys(values) if values else None
 
 
 class CarbonMergeBuilder:
@@ -218,6 +274,9 @@ class CarbonMergeBuilder:
         keys = equi_keys(self._condition_text, self._table.schema.names)
         if keys:  # the change feed pairs deletes and inserts of one key as an update
             parameters["on"] = ",".join(keys)
+        # a row no source row matches may be changed by a not-matched-by-source clause:
+        # then every target row is read
+        touched = None if "not matched by source" in kinds else self._touched()
         return run_change(
             self._spark,
             self._table,
@@ -227,7 +286,43 @@ class CarbonMergeBuilder:
             description=self._where,
             inserts="not matched" in kinds,
             columns=self._target_columns(),
+            touched=touched,
         )
+
+    def _touched(self) -> Touched | None:
+        """The target rows the merge can match: those whose keys (:func:`matched_keys` of a
+        type both sides share and CarbonLite compares as Spark does) hold one of the
+        source's key values, or lie within their range when the keys are too many to
+        collect. None (every row) when no key qualifies or the source is not deterministic
+        (read twice, once for its keys and once by the join, it could give other keys)."""
+        table_types = {f.name: f.dataType for f in spark_schema_of(self._table.schema).fields}
+        source_types = {f.name: f.dataType for f in self._source.schema.fields}
+        arrow_types = {f.name: f.type for f in self._table.schema}
+        keys = [
+            k
+            for k in matched_keys(self._condition_text, self._alias, self._table.schema.names)
+            if source_types.get(k) == table_types[k] and prunable_type(arrow_types[k])
+        ]
+        jdf = getattr(self._source, "_jdf", None)  # Spark Connect: no pruning
+        if not keys or jdf is None or not jdf.queryExecution().analyzed().deterministic():
+            return None
+        source = self._source.select(*keys)
+        # a Scala BigInt: py4j gives an int, or an object that prints its digits
+        estimate = int(str(source._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+        if estimate <= COLLECTED_KEY_BYTES:
+            return _collected(source, keys, arrow_types)
+        bounds = source.agg(*(f(k) for k in keys for f in (F.min, F.max)), F.count(F.lit(1)))
+        *lows_and_highs, count = bounds.collect()[0]
+        if any(v is None for v in lows_and_highs):  # a key null in every source row
+            return Touched.of_keys({k: pa.array([], arrow_types[k]) for k in keys})
+        if count <= COLLECTED_KEYS:
+            return _collected(source, keys, arrow_types)
+        ranges = [
+            (k, op, lows_and_highs[2 * n + (op == "<=")])
+            for n, k in enumerate(keys)
+            for op in (">=", "<=")
+        ]
+        return Touched(condition=[ranges])
 
     def _target_columns(self) -> list[str] | None:
         """The table's columns the merge reads: those its condition, clause conditions and

@@ -42,10 +42,12 @@ from carbonlite.writer.distributed_changes import (
     write_changes,
 )
 from carbonlite.writer.modify import MergeResult
+from carbonlite.writer.touched import Touched, condition_terms
 
 __all__ = [
     "RESULT_DDL",
     "ExprLike",
+    "condition_touched",
     "delete_rows",
     "expression",
     "kept_columns",
@@ -55,6 +57,7 @@ __all__ = [
     "target_frame",
     "task_error",
     "text_of",
+    "unqualified",
     "update_rows",
     "value_columns",
 ]
@@ -219,10 +222,11 @@ def run_change(
     description: str,
     inserts: bool = False,
     columns: Sequence[str] | None = None,
+    touched: Touched | None = None,
 ) -> DataFrame:
     """Run a delete, update or merge whose changed rows ``changes`` builds from the target
-    DataFrame (of the table's ``columns``, None: all); the one-row result
-    (:data:`RESULT_DDL`)."""
+    DataFrame (of the table's ``columns``, None: all; of the rows ``touched`` allows, None:
+    every live row); the one-row result (:data:`RESULT_DDL`)."""
     parallelism = max(1, spark.sparkContext.defaultParallelism)
 
     def run(job: ChangeJob) -> list[ChangeTaskResult]:
@@ -243,6 +247,7 @@ def run_change(
         description=description,
         parallelism=parallelism,
         columns=columns,
+        touched=touched,
     )
     return result_frame(spark, outcome)
 
@@ -287,6 +292,7 @@ def delete_rows(
         parameters={"predicate": text_of(condition)},
         description=where,
         columns=referenced_columns(table, [condition]),
+        touched=condition_touched(table, condition, alias, where),
     )
 
 
@@ -323,7 +329,33 @@ def update_rows(
         parameters={"predicate": text_of(condition), "set": ",".join(sorted(values))},
         description=where,
         columns=kept_columns(referenced_columns(table, [condition, *set.values()]), table, values),
+        touched=condition_touched(table, condition, alias, where),
     )
+
+
+_QUOTED = re.compile(r"('(?:[^']|'')*'|`(?:[^`]|``)+`)")
+
+
+def unqualified(text: str, alias: str | None) -> str:
+    """``text`` with ``alias.`` taken off the column names it qualifies (``t.id > 5`` reads
+    ``id > 5``), string literals and quoted names left as they are."""
+    if not alias:
+        return text
+    qualifier = re.compile(rf"(?<![\w.`]){re.escape(alias)}\.")
+    parts = _QUOTED.split(text)
+    return "".join(p if n % 2 else qualifier.sub("", p) for n, p in enumerate(parts))
+
+
+def condition_touched(
+    table: Table, condition: ExprLike | None, alias: str | None, where: str
+) -> Touched | None:
+    """The rows a delete's or update's ``condition`` can hold for, when it is a SQL string
+    CarbonLite reads exactly as Spark does (``touched.condition_terms``): the target is then
+    read pruned by it. None (every row) otherwise: a Column, or anything Spark alone reads."""
+    if not isinstance(condition, str):
+        return None
+    terms = condition_terms(unqualified(condition, alias), table.schema, where=where)
+    return None if terms is None else Touched(condition=terms)
 
 
 def kept_columns(

@@ -5,8 +5,8 @@ committed once (the driver's side is :mod:`carbonlite.driver_changes`).
    (one reading task each), what each data file's blocklets hold (rows, the deletion vector
    before), a :class:`~carbonlite.writer.write_plan.WritePlan` for the rows written and a
    token naming the job's files.
-2. :func:`read_located` (each reading task) yields the live rows of one group with their
-   location: :data:`FILE_COLUMN`, :data:`BLOCKLET_COLUMN`, :data:`POSITION_COLUMN`.
+2. :func:`read_located` (each reading task) yields the live rows of one group that the change
+   can touch (:mod:`carbonlite.writer.touched`) with their location: :data:`FILE_COLUMN`, :data:`BLOCKLET_COLUMN`, :data:`POSITION_COLUMN`.
 3. The engine joins, decides each row's :data:`ACTION_COLUMN` (delete; update: delete the old
    row and write the new one; insert) and sends every changed row of one data file to one
    task.
@@ -30,12 +30,14 @@ import numpy as np
 import pyarrow as pa
 
 from carbonlite.metadata import BlockletsAppended, DeletionRef, RowsDeleted
+from carbonlite.reader.expression import Filter
 from carbonlite.reader.planner import Split
 from carbonlite.reader.scan import ROW_POSITION, SplitReader
 from carbonlite.storage import open_storage
 from carbonlite.writer.distributed import write_part, write_partitioned_part
 from carbonlite.writer.partition_files import PartitionFile
 from carbonlite.writer.row_changes import read_positions, write_file_deletions
+from carbonlite.writer.touched import keep_touched
 from carbonlite.writer.write_plan import WritePlan
 
 __all__ = [
@@ -95,6 +97,12 @@ class ChangeJob:
     files: dict[str, FileBlocklets] = field(default_factory=dict)
     columns: list[str] | None = None
     """The table's columns the reading tasks read (None: every column)."""
+    filter: Filter | None = None
+    """The rows the reading tasks keep (``touched.plan_filter``: what the change can touch;
+    None: every live row)."""
+    keys: Mapping[str, pa.Array] = field(default_factory=dict)
+    """And of those, the rows whose key columns hold one of these values (a merge's source
+    keys: ``touched.keep_touched``)."""
 
     @property
     def file_names(self) -> list[str]:
@@ -176,8 +184,11 @@ def read_located(job: ChangeJob, group: int) -> Iterator[pa.RecordBatch]:
     output = located_schema(columns)
     numbers = {name: n for n, name in enumerate(job.files)}
     try:
-        for split, blocklet, batch in read_positions(reader, job.groups[group], columns, None):
+        for split, blocklet, read in read_positions(reader, job.groups[group], columns, job.filter):
+            batch = keep_touched(read, job.keys)
             n = batch.num_rows
+            if not n:
+                continue
             arrays = [
                 *batch.columns[:-1],
                 pa.repeat(pa.scalar(numbers[split.file], pa.int32()), n),
