@@ -1109,16 +1109,16 @@ class Table:
         """Rows at ``version``, from the log alone."""
         return self.snapshot(version).num_rows
 
-    def changes(
+    def change_versions(
         self, start_version: VersionLike, end_version: VersionLike | None = None
-    ) -> pa.Table:
-        """Rows inserted or deleted by each commit from ``start_version`` to ``end_version``
-        (inclusive; latest by default), with ``_change_type``, ``_commit_version`` and
-        ``_commit_timestamp`` columns (names a table's own columns cannot take, nor
-        ``_carbonlite_row``). A ``datetime`` start means the first version committed
-        at or after it, a ``datetime`` end the last one committed at or before it."""
+    ) -> tuple[int, int]:
+        """The first and last version :meth:`changes` reads for these arguments."""
+        return self._change_range(start_version, end_version, self._latest())
+
+    def _change_range(
+        self, start_version: VersionLike, end_version: VersionLike | None, latest: Snapshot
+    ) -> tuple[int, int]:
         start_ms = timestamp_ms_arg(start_version, what="start_version")
-        latest = self._latest()
         if start_ms is None:
             first = version_arg(start_version, what="start_version")
         else:
@@ -1135,6 +1135,18 @@ class Table:
             raise InvalidOptionError(
                 f"need 0 <= start_version <= end_version, got {first} and {end}"
             )
+        return first, end
+
+    def changes(
+        self, start_version: VersionLike, end_version: VersionLike | None = None
+    ) -> pa.Table:
+        """Rows inserted or deleted by each commit from ``start_version`` to ``end_version``
+        (inclusive; latest by default), with ``_change_type``, ``_commit_version`` and
+        ``_commit_timestamp`` columns (names a table's own columns cannot take, nor
+        ``_carbonlite_row``). A ``datetime`` start means the first version committed
+        at or after it, a ``datetime`` end the last one committed at or before it."""
+        latest = self._latest()
+        first, end = self._change_range(start_version, end_version, latest)
         end_snapshot = self.log.load_version(end, latest)
         start = self.log.load_version(first - 1, latest) if first > 0 else None
         return read_changes(

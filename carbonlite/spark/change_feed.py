@@ -1,4 +1,5 @@
-"""``spark.readStream.format("carbonlite").option("readChangeFeed", "true")``: the change feed.
+"""``spark.readStream.format("carbonlite").option("readChangeFeed", "true")``: the change feed
+(and ``spark.read`` with the same option: the changes of a range of versions, as a batch).
 
 Each row carries the change columns of ``Table.changes`` (``_change_type`` in ``insert``,
 ``delete``, ``update_preimage``, ``update_postimage``; ``_commit_version``;
@@ -11,6 +12,12 @@ the other limits are not applied. A version that renames, drops or widens a colu
 query's schema ends the stream as in the plain source (a batch ends before it, the next one
 fails with ``SchemaChangedError``); a restarted query reads every version's changes with its
 own, newer, schema and layout.
+
+The batch read (:class:`CarbonLiteChangeFeedBatchReader`, Delta's ``readChangeFeed`` batch
+query) needs ``startingVersion`` or ``startingTimestamp`` and ends at ``endingVersion`` or
+``endingTimestamp`` (inclusive; the latest version by default), the versions
+``Table.changes`` reads for the same arguments; each version is one partition, read in the
+end version's schema and layout.
 """
 
 from __future__ import annotations
@@ -20,21 +27,64 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
 
 from carbonlite.create import open_table
+from carbonlite.errors import InvalidOptionError
 from carbonlite.metadata.columns import ColumnLayout
 from carbonlite.reader.changes import CHANGE_COLUMNS, read_changes
 from carbonlite.seams import reach
 from carbonlite.spark.offsets import Position
 from carbonlite.spark.options import SparkOptions
+from carbonlite.spark.source import requested_columns
 from carbonlite.spark.stream_source import CarbonLiteStreamReader
 from carbonlite.spark.types import cast_for_spark, spark_arrow_schema
+from carbonlite.table import Table
 
-__all__ = ["CHANGE_NAMES", "CarbonLiteChangeFeedReader", "ChangeFeedPartition", "with_changes"]
+__all__ = [
+    "CHANGE_NAMES",
+    "RANGE_OPTIONS",
+    "CarbonLiteChangeFeedBatchReader",
+    "CarbonLiteChangeFeedReader",
+    "ChangeFeedPartition",
+    "change_feed_versions",
+    "with_changes",
+]
 
 CHANGE_NAMES = frozenset(f.name for f in CHANGE_COLUMNS)
+RANGE_OPTIONS = ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")
+"""The options of a batch read of the change feed that name its versions."""
+
+
+def change_feed_versions(options: SparkOptions, table: Table) -> tuple[int, int]:
+    """The first and last version a batch read of the change feed reads (see the module's
+    documentation); a clear error for a range it cannot read."""
+    where = f"reading the change feed of {table.path!r}"
+    fixes = {
+        "versionAsOf": "name the versions with startingVersion and endingVersion",
+        "timestampAsOf": "name the versions with startingTimestamp and endingTimestamp",
+        "filter": "filter the DataFrame with .where() instead",
+    }
+    for name, fix in fixes.items():
+        if options.get(name) is not None:
+            raise InvalidOptionError(f"{where}: {name} does not apply to the change feed: {fix}")
+    start = _one_of(options, "startingVersion", "startingTimestamp", where)
+    end = _one_of(options, "endingVersion", "endingTimestamp", where)
+    if start is None:
+        raise InvalidOptionError(
+            f"{where}: a batch read of the change feed needs startingVersion or "
+            "startingTimestamp (as Delta's does), such as .option('startingVersion', 0)"
+        )
+    return table.change_versions(start, end)
+
+
+def _one_of(options: SparkOptions, version: str, timestamp: str, where: str) -> int | str | None:
+    if options.get(version) is not None and options.get(timestamp) is not None:
+        raise InvalidOptionError(f"{where}: give {version} or {timestamp}, not both")
+    if options.get(timestamp) is not None:
+        return options.get(timestamp)
+    return options.get_int(version)
 
 
 def with_changes(schema: pa.Schema) -> pa.Schema:
@@ -115,6 +165,47 @@ class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeFeedPartition)
         reach("source.before_read")
+        yield from read_change_partition(partition)
+
+
+class CarbonLiteChangeFeedBatchReader(DataSourceReader):
+    """``spark.read.format("carbonlite").option("readChangeFeed", "true")``: the changes of
+    the versions :func:`change_feed_versions` names, one partition per version."""
+
+    def __init__(self, options: SparkOptions, spark_schema: Any) -> None:
+        self.uri = options.path
+        self.storage_options = options.storage_options
+        table = open_table(self.uri, storage_options=self.storage_options or None)
+        self.first, self.end = change_feed_versions(options, table)
+        snapshot = table.snapshot(self.end)
+        self.table_schema = snapshot.schema
+        self.layout = snapshot.layout
+        self.columns = requested_columns(
+            self.table_schema,
+            _without_change_columns(spark_schema),
+            repr(self.uri),
+            snapshot.metadata,
+        )
+        fields = [self.table_schema.field(c) for c in self.columns]
+        self.output = spark_arrow_schema(with_changes(pa.schema(fields)))
+
+    def partitions(self) -> list[InputPartition]:
+        return [
+            ChangeFeedPartition(
+                uri=self.uri,
+                storage_options=self.storage_options,
+                columns=self.columns,
+                output=self.output,
+                version=version,
+                initial=False,
+                table_schema=self.table_schema,
+                layout=self.layout,
+            )
+            for version in range(self.first, self.end + 1)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ChangeFeedPartition)
         yield from read_change_partition(partition)
 
 

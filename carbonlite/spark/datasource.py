@@ -87,7 +87,14 @@ class CarbonLiteDataSource(DataSource):
             )
         options = self._options()
         table = open_table(options.path, storage_options=options.storage_options or None)
-        schema = table.snapshot(read_version(options, table)).schema
+        version = read_version(options, table)
+        if options.get_bool("readChangeFeed") and any(
+            options.get(name) is not None for name in ("endingVersion", "endingTimestamp")
+        ):  # a batch read of the changes up to a version: its columns
+            from carbonlite.spark.change_feed import change_feed_versions
+
+            version = change_feed_versions(options, table)[1]
+        schema = table.snapshot(version).schema
         columns = options.get_list("columns")
         if columns:
             schema = project_schema(schema, columns, where=repr(table.path))
@@ -99,6 +106,16 @@ class CarbonLiteDataSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         options = self._options("read")
+        from carbonlite.spark.change_feed import RANGE_OPTIONS, CarbonLiteChangeFeedBatchReader
+
+        if options.get_bool("readChangeFeed"):
+            return CarbonLiteChangeFeedBatchReader(options, schema)
+        given = [name for name in RANGE_OPTIONS if options.get(name) is not None]
+        if given:
+            raise InvalidOptionError(
+                f"{', '.join(given)} name the versions of the change feed: add "
+                ".option('readChangeFeed', 'true'), or read one version's rows with versionAsOf"
+            )
         if options.get_bool("filterPushdown", self.filter_pushdown_default):
             return CarbonLitePushdownReader(options, schema)
         return CarbonLiteBatchReader(options, schema)

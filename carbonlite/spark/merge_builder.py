@@ -49,7 +49,13 @@ from carbonlite.writer.distributed_changes import (
 )
 from carbonlite.writer.touched import Touched, prunable_type
 
-__all__ = ["COLLECTED_KEYS", "COLLECTED_KEY_BYTES", "CarbonMergeBuilder", "equi_keys", "matched_keys"]
+__all__ = [
+    "COLLECTED_KEYS",
+    "COLLECTED_KEY_BYTES",
+    "CarbonMergeBuilder",
+    "equi_keys",
+    "matched_keys",
+]
 
 _SOURCE = "_carbonlite_source"
 """A column of the source that is never null: null after the join means no source row."""

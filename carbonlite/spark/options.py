@@ -29,6 +29,11 @@ OPTIONS: dict[Route, tuple[str, ...]] = {
         "filterPushdown",
         "nativeRead",
         "carbonlite.tailOnly",
+        "readChangeFeed",
+        "startingVersion",
+        "startingTimestamp",
+        "endingVersion",
+        "endingTimestamp",
     ),
     "readStream": (
         *_COMMON,
