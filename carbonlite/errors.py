@@ -29,6 +29,7 @@ __all__ = [
     "TableIdMismatchError",
     "TableNotFoundError",
     "UnsupportedFormatError",
+    "UnsupportedOperationError",
     "UnsupportedStatementError",
     "UnsupportedStorageError",
     "UnsupportedTypeError",
@@ -223,3 +224,8 @@ class MissingDependencyError(CarbonLiteError, ImportError):
 class UnsupportedStatementError(CarbonLiteError, ValueError):
     """A SQL statement Spark would run against its catalog entry of a CarbonLite table alone
     (``ALTER TABLE``), leaving the table and the entry apart: refused before Spark runs it."""
+
+
+class UnsupportedOperationError(CarbonLiteError, NotImplementedError):
+    """An operation of Delta's API that CarbonLite has no counterpart for (such as
+    ``optimize().executeZOrderBy``): the message says what to use instead."""

@@ -30,9 +30,11 @@ from zoneinfo import ZoneInfo
 
 from carbonlite.arguments import timestamp_ms_arg
 from carbonlite.clock import now_ms
+from carbonlite.compaction import CompactionResult
 from carbonlite.compaction.clean import MIN_RETENTION_SECONDS
+from carbonlite.compaction.partition_select import partition_compactions
 from carbonlite.create import open_table
-from carbonlite.errors import InvalidOptionError, TableNotFoundError
+from carbonlite.errors import InvalidOptionError, TableNotFoundError, UnsupportedOperationError
 from carbonlite.records import CommitRecord, table_summary
 from carbonlite.table import Table
 
@@ -319,11 +321,36 @@ class CarbonTable:
 
 class CarbonOptimizeBuilder:
     """``CarbonTable.optimize()``: ``executeCompaction()`` hands off finished streaming
-    segments and merges small segments, with the tasks on Spark's executors."""
+    segments and merges small segments, with the tasks on Spark's executors; after
+    ``where(partitionFilter)``, only the partitions the filter selects."""
 
-    def __init__(self, spark: SparkSession, table: CarbonTable) -> None:
+    def __init__(
+        self, spark: SparkSession, table: CarbonTable, partition_filter: str | None = None
+    ) -> None:
         self._spark = spark
         self._table = table
+        self._partition_filter = partition_filter
+
+    def where(self, partitionFilter: str) -> CarbonOptimizeBuilder:
+        """Compact only the partitions ``partitionFilter`` (a SQL condition on partition
+        columns, such as ``"region = 'eu'"``) selects (Delta's ``optimize().where``)."""
+        if not isinstance(partitionFilter, str) or not partitionFilter.strip():
+            raise InvalidOptionError(
+                "optimize().where() takes a SQL condition on partition columns as a string, "
+                f"such as \"region = 'eu'\", not {partitionFilter!r}"
+            )
+        partition_compactions(self._table.table.snapshot(), partitionFilter)  # checked now
+        return CarbonOptimizeBuilder(self._spark, self._table, partitionFilter)
+
+    def executeZOrderBy(self, *columns: str) -> DataFrame:
+        """Not supported: CarbonLite has no Z-order clustering."""
+        raise UnsupportedOperationError(
+            f"optimize().executeZOrderBy({', '.join(map(repr, columns))}) is not supported: "
+            "CarbonLite does not Z-order. Handoff and compaction sort each segment by the table "
+            "property sort_columns (set it with Table.set_properties), and min/max, bloom "
+            "filters (bloom_filter_columns) and the secondary index (secondary_index_columns) "
+            "prune lookups on other columns; run optimize().executeCompaction()"
+        )
 
     def executeCompaction(self) -> DataFrame:
         """Close the STREAMING segments (``Table.finish_streaming``: writers go on into new
@@ -339,23 +366,48 @@ class CarbonOptimizeBuilder:
         started = now_ms()
         closed = table.finish_streaming()
         closing = [table.version] if closed is not None else []
-        handoff = table.handoff(executor=executor)
-        compaction = table.compact("major", executor=executor)
-        versions = [*closing, *handoff.versions, *compaction.versions]
+        if self._partition_filter is None:
+            handoff = table.handoff(executor=executor)
+            compaction = [table.compact("major", executor=executor)]
+        else:  # the selected partitions' finished segments, each partition merged into one
+            handoff = CompactionResult("handoff", (), (), (), 0, 0, 0, 0.0)
+            compaction = self._compact_partitions(table, self._partition_filter, executor)
+        results = [handoff, *compaction]
+        versions = [*closing, *(v for r in results for v in r.versions)]
         metrics = {
             "numStreamingSegmentsClosed": len(closed.split(",")) if closed else 0,
             "numSegmentsHandedOff": len(handoff.segments_compacted),
-            "numSegmentsCompacted": len(compaction.segments_compacted),
-            "numSegmentsAdded": len(handoff.segments_created) + len(compaction.segments_created),
-            "numRowsRewritten": handoff.rows + compaction.rows,
-            "numBytesRead": handoff.bytes_read + compaction.bytes_read,
-            "numBytesWritten": handoff.bytes_written + compaction.bytes_written,
+            "numSegmentsCompacted": sum(len(r.segments_compacted) for r in compaction),
+            "numSegmentsAdded": sum(len(r.segments_created) for r in results),
+            "numRowsRewritten": sum(r.rows for r in results),
+            "numBytesRead": sum(r.bytes_read for r in results),
+            "numBytesWritten": sum(r.bytes_written for r in results),
             "totalTimeMs": now_ms() - started,
         }
         return self._spark.createDataFrame(
             [(table.path, versions, metrics)],
             "path string, versions array<long>, metrics map<string,long>",
         )
+
+    @staticmethod
+    def _compact_partitions(
+        table: Table, partition_filter: str, executor: Any
+    ) -> list[CompactionResult]:
+        """One custom compaction per selected partition, each planned on the latest snapshot
+        (a partition another compaction merged meanwhile has nothing left to merge)."""
+        done: set[tuple[object, ...]] = set()
+        results: list[CompactionResult] = []
+        while True:
+            pending = [
+                (key, ids)
+                for key, ids in partition_compactions(table.refresh().snapshot(), partition_filter)
+                if key not in done
+            ]
+            if not pending:
+                return results
+            key, ids = pending[0]
+            done.add(key)
+            results.append(table.compact("custom", segments=ids, executor=executor))
 
 
 def _history_row(r: CommitRecord) -> tuple[Any, ...]:

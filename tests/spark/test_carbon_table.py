@@ -193,6 +193,49 @@ def test_optimize_merges_a_partitions_small_streaming_files(spark: Any, tmp_path
     assert sorted(t.to_arrow()["id"].to_pylist()) == list(range(8))
 
 
+def test_optimize_where_compacts_only_the_partitions_it_selects(spark: Any, tmp_path: Any) -> None:
+    """Delta's ``optimize().where(partition filter)``: each selected partition's segments
+    become one; the others are left as they were (their streaming segments are closed, so
+    writers go on into new ones)."""
+    path = str(tmp_path / "p")
+    schema = pa.schema([("day", pa.string()), ("id", pa.int64())])
+    cl.create_table(path, schema, partition_by=["day"])
+    for n in range(3):
+        rows = [("a", 3 * n), ("b", 3 * n + 1), ("c", 3 * n + 2)]
+        spark.createDataFrame(rows, "day string, id long").write.format("carbonlite").mode(
+            "append"
+        ).save(path)
+    t = cl.open_table(path)
+    assert [p.files for p in t.partitions()] == [3, 3, 3]
+    ct = CarbonTable.forPath(spark, path)
+    (row,) = ct.optimize().where("day >= 'b'").executeCompaction().collect()
+    assert [p.files for p in t.refresh().partitions()] == [3, 1, 1]
+    assert row["metrics"]["numSegmentsCompacted"] == 2
+    assert sorted(t.to_arrow()["id"].to_pylist()) == list(range(9))
+    ct.optimize().where("day = 'a'").executeCompaction()
+    assert [p.files for p in t.refresh().partitions()] == [1, 1, 1]
+    (again,) = ct.optimize().where("day = 'a'").executeCompaction().collect()
+    assert again["metrics"]["numSegmentsCompacted"] == 0  # one columnar segment: nothing to do
+    assert sorted(t.refresh().to_arrow()["id"].to_pylist()) == list(range(9))
+
+
+def test_optimize_where_and_z_order_refusals(spark: Any, tmp_path: Any) -> None:
+    path = str(tmp_path / "p")
+    cl.create_table(
+        path, pa.schema([("day", pa.string()), ("id", pa.int64())]), partition_by=["day"]
+    )
+    ct = CarbonTable.forPath(spark, path)
+    with pytest.raises(cl.InvalidOptionError, match=r"\['id'\] are not partition columns"):
+        ct.optimize().where("id > 5")
+    with pytest.raises(cl.InvalidFilterError):
+        ct.optimize().where("day = ")
+    with pytest.raises(cl.UnsupportedOperationError, match=r"does not Z-order.*sort_columns"):
+        ct.optimize().executeZOrderBy("id")
+    flat = CarbonTable.forPath(spark, str(cl.create_table(str(tmp_path / "f"), SCHEMA).path))
+    with pytest.raises(cl.InvalidOptionError, match="not partitioned"):
+        flat.optimize().where("id = 1")
+
+
 def test_vacuum_deletes_compacted_data_past_retention(spark: Any, tmp_path: Any) -> None:
     t = cl.create_table(str(tmp_path / "v"), SCHEMA)
     t.append(_rows(range(5), "x"))
