@@ -101,10 +101,12 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> None:
 
     Also lets ``df.write.format("carbonlite")`` honour the save modes ``error``/
     ``errorifexists`` (the default) and ``ignore``, which Spark refuses for Python data
-    sources on its own, and makes ``outputMode("update")`` fail with a clear message.
+    sources on its own, and makes ``outputMode("update")`` fail with a clear message; a
+    CarbonLite error raised inside Spark reaches the caller as itself.
     """
     from carbonlite.spark.datasource import CarbonLiteDataSource, CarbonLitePushdownDataSource
     from carbonlite.spark.patches import (
+        install_error_translation,
         install_reader_patch,
         install_sql_patch,
         install_writer_patches,
@@ -117,6 +119,7 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> None:
     install_writer_patches()
     install_reader_patch()
     install_sql_patch()
+    install_error_translation()  # last: around the patches above
 
 
 def local_session(

@@ -32,6 +32,12 @@ Reads: ``DataFrameReader.load`` for ``format("carbonlite")`` returns the plan of
 Parquet reader over the table's columnar Parquet files, united with the Python source for the
 rest (``spark/native_read.py``); the reader remembers its options and user schema for it.
 
+Errors: a CarbonLite error raised inside Spark (the sink's writer or tasks, a stream's
+micro-batch, a read's schema) comes back from ``save``, ``insertInto``, ``load``,
+``DataStreamWriter.start``, ``StreamingQuery.awaitTermination``/``processAllAvailable`` and
+the DataFrame actions (``collect``, ``count``, ``show``, ``toPandas``, ...) as itself (:func:`carbonlite.spark.spark_errors.carbonlite_error`), Spark's exception as its
+cause, instead of behind "Writing job failed" and a Python traceback.
+
 Spark runs a Python data source's ``writer()`` in a Python worker that has no SparkSession, so
 session settings the sink honours are read here, on the driver, and passed on as options:
 ``spark.sql.sources.partitionOverwriteMode`` as ``carbonlite.sessionPartitionOverwriteMode``
@@ -44,9 +50,15 @@ import functools
 import re
 from typing import Any
 
-from carbonlite.errors import InvalidOptionError
+from carbonlite.errors import CarbonLiteError, InvalidOptionError
+from carbonlite.spark.spark_errors import carbonlite_error
 
-__all__ = ["install_reader_patch", "install_sql_patch", "install_writer_patches"]
+__all__ = [
+    "install_error_translation",
+    "install_reader_patch",
+    "install_sql_patch",
+    "install_writer_patches",
+]
 
 _FORMAT = "carbonlite"
 _SAVE_MODES_VIA_OPTION = ("error", "errorifexists", "default", "ignore")
@@ -71,6 +83,51 @@ def _session_options(writer: Any) -> dict[str, str]:
         if value is not None:
             out[option] = str(value)
     return out
+
+
+def _translating(method: Any) -> Any:
+    """``method``, raising the CarbonLite error a Spark exception reports as itself."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except CarbonLiteError:
+            raise
+        except Exception as exc:
+            ours = carbonlite_error(exc)
+            if ours is None:
+                raise
+            raise ours from exc
+
+    call._carbonlite_translating = True  # type: ignore[attr-defined]
+    return call
+
+
+_ACTIONS = ("collect", "count", "take", "head", "first", "show", "toPandas", "toArrow")
+"""The DataFrame actions whose CarbonLite errors come back as themselves."""
+
+
+def install_error_translation() -> None:
+    """CarbonLite errors from Spark's writes, stream queries and reads as themselves (see
+    the module's documentation)."""
+    from pyspark.sql.classic.dataframe import DataFrame  # overrides the actions
+    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    for cls, names in (
+        (DataFrameWriter, ("save", "insertInto")),
+        (DataFrameReader, ("load",)),
+        (DataStreamWriter, ("start",)),
+        (StreamingQuery, ("awaitTermination", "processAllAvailable")),
+        # a read's reader is made when an action runs (a user schema checked, a version read)
+        (DataFrame, _ACTIONS),
+    ):
+        for name in names:
+            method = getattr(cls, name)
+            if not getattr(method, "_carbonlite_translating", False):
+                setattr(cls, name, _translating(method))
 
 
 def install_writer_patches() -> None:

@@ -22,9 +22,9 @@ from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from carbonlite import errors
 from carbonlite.driver_changes import run_distributed_change
 from carbonlite.errors import InvalidOptionError, SchemaMismatchError
+from carbonlite.spark.spark_errors import carbonlite_error
 from carbonlite.spark.types import cast_for_spark, relabel_from_spark, spark_arrow_schema
 from carbonlite.spark.types import spark_schema as spark_schema_of
 from carbonlite.table import Table
@@ -194,22 +194,10 @@ def _write_tasks(
     return [pickle.loads(row["result"]) for row in rows]
 
 
-_TASK_ERROR = re.compile(r"^carbonlite\.errors\.(\w+): ", re.MULTILINE)
-
-
 def task_error(exc: PythonException) -> Exception:
     """The CarbonLite error a Spark task raised (such as a NOT NULL column given nulls), as
     the same class with the same message on the driver; other failures as they are."""
-    text = str(exc)
-    found = list(_TASK_ERROR.finditer(text))
-    cls = getattr(errors, found[-1].group(1), None) if found else None
-    if not (isinstance(cls, type) and issubclass(cls, errors.CarbonLiteError)):
-        return exc
-    message = text[found[-1].end() :].strip()
-    try:
-        return cls(f"{message} (raised by a Spark task)")
-    except TypeError:  # a class whose constructor wants more
-        return errors.CarbonLiteError(f"{found[-1].group(1)}: {message} (raised by a Spark task)")
+    return carbonlite_error(exc) or exc
 
 
 def run_change(

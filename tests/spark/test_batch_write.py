@@ -6,9 +6,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyspark.errors import AnalysisException
 
 from carbonlite import open_table
+from carbonlite.errors import SchemaMismatchError, TableExistsError
 from tests.support.spark_data import SOURCE_SCHEMA, assert_same_rows, source_rows
 
 pytestmark = pytest.mark.spark
@@ -68,7 +68,7 @@ def test_error_mode(spark: Any, tmp_path: Any, mode: str | None) -> None:
     again = frame(spark, 100, 10)[0].write.format("carbonlite")
     if mode is not None:
         again = again.mode(mode)
-    with pytest.raises(AnalysisException, match="already exists"):
+    with pytest.raises(TableExistsError, match="already exists"):
         again.save(path)
     t = open_table(path)
     assert t.version == 1
@@ -108,7 +108,7 @@ def test_schema_mismatch_is_refused(spark: Any, tmp_path: Any) -> None:
     path = str(tmp_path / "t")
     frame(spark, 0, 5)[0].write.format("carbonlite").mode("append").save(path)
     other = spark.createDataFrame([(1, 2)], "id long, k int")
-    with pytest.raises(AnalysisException, match="does not match the schema"):
+    with pytest.raises(SchemaMismatchError, match=r"^the data written by Spark does not match"):
         other.write.format("carbonlite").mode("append").save(path)
     assert open_table(path).version == 1
 

@@ -11,7 +11,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from pyspark.errors import StreamingQueryException
 
 import carbonlite as cl
 from tests.spark.streams import finish
@@ -92,7 +91,7 @@ def test_stream_source_refuses_delete_commits_unless_skipped(
     t.append(pa.table({"id": [1, 2], "v": [1, 2]}, schema=SCHEMA))
     t.delete(pc.field("id") == 1)
     t.append(pa.table({"id": [3], "v": [3]}, schema=SCHEMA))
-    with pytest.raises(StreamingQueryException, match="skipChangeCommits=true") as info:
+    with pytest.raises(cl.CarbonLiteError, match="skipChangeCommits=true") as info:
         read_into_memory(spark, path, startingVersion=1)
     assert "version 2" in str(info.value) and "DELETE" in str(info.value)
     _, rows = read_into_memory(spark, path, startingVersion=1, skipChangeCommits="true")

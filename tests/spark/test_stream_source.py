@@ -19,9 +19,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyspark.errors import StreamingQueryException
 
 from carbonlite import create_table, open_table
+from carbonlite.errors import CarbonLiteError, TableIdMismatchError
 from tests.spark.streams import data_batches, finish, ids_delivered, memory_name, wait_until
 from tests.support.spark_data import SOURCE_DDL, SOURCE_SCHEMA, assert_same_rows, source_rows
 
@@ -232,7 +232,7 @@ def test_overwrite_commit_in_stream(
     t.overwrite(replaced)
     t.append(after)
     if not skip:
-        with pytest.raises(StreamingQueryException, match="skipChangeCommits=true") as info:
+        with pytest.raises(CarbonLiteError, match="skipChangeCommits=true") as info:
             read_into_memory(spark, path, startingVersion=1)
         assert "version 2" in str(info.value) and "removed rows" in str(info.value)
         return
@@ -556,9 +556,8 @@ def test_checkpoint_of_a_recreated_table_is_refused(
     shutil.rmtree(path)
     new = create_table(path, SOURCE_SCHEMA)
     new.append(source_rows(0, 50))
-    with pytest.raises(StreamingQueryException) as info:
+    with pytest.raises(TableIdMismatchError) as info:
         run()
     message = str(info.value)
-    assert "TableIdMismatchError" in message
     assert old.table_id in message and new.table_id in message
     assert "new checkpointLocation" in message
