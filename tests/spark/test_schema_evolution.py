@@ -9,6 +9,7 @@ case exact), then end to end through running queries.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -446,6 +447,45 @@ def test_sink_writes_into_a_widened_column_and_fills_an_added_default(
     assert got.column("id").to_pylist() == list(range(60))
     assert got.column("n").to_pylist() == [i * 10 for i in range(60)]
     assert got.column("x").to_pylist() == [7] * 60  # before: the default read; after: written
+    first_attempts_only(t)
+
+
+def first_attempts_only(t: cl.Table) -> None:
+    """Every part file the sink committed was written by its task's first attempt: no
+    micro-batch failed a task and needed Spark's retry (this suite's session allows one, so
+    a sink that fails every first attempt would still deliver its rows)."""
+    snapshot = t.refresh().snapshot()
+    parts = [f.path for s in snapshot.segments.values() for f in s.files.values()]
+    assert parts and all(re.search(r"-a0-s[0-9a-f]{8}\.cblt$", p) for p in parts), parts
+
+
+SINK_CHANGES: dict[str, Callable[[cl.Table], Any]] = {
+    "add": lambda t: t.add_columns(pa.field("x", pa.int64()), defaults={"x": 7}),
+    "widen": lambda t: t.widen_column("n", pa.int64()),
+    "drop": lambda t: t.drop_columns(["extra"]),  # a column the stream does not write
+}
+
+
+@pytest.mark.parametrize("change", sorted(SINK_CHANGES))
+def test_an_unpartitioned_sink_goes_on_after_a_schema_change_without_a_retry(
+    spark: Any, tmp_path: Any, stop_queries: None, change: str
+) -> None:
+    """Issue 40 §3: a stopped query restarted after add_columns, widen_column or
+    drop_columns on its unpartitioned sink writes every later micro-batch at the first
+    attempt (its part files were named as before the change: the write refused its own
+    earlier file's schema and only the retry, a new file, went through)."""
+    source, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    s = cl.create_table(source, SCHEMA)
+    s.append(rows(0))
+    t = cl.create_table(sink, SCHEMA.append(pa.field("extra", pa.string())))
+    _stream_into(spark, source, sink, ck)
+    SINK_CHANGES[change](t)
+    for first in (30, 60):
+        s.append(rows(first))
+        _stream_into(spark, source, sink, ck)
+    got = t.refresh().to_arrow().sort_by("id")
+    assert got.column("id").to_pylist() == list(range(90))
+    first_attempts_only(t)
 
 
 def test_a_rename_between_plan_and_commit_refuses_the_commit(tmp_path: Any) -> None:
