@@ -294,7 +294,7 @@ def test_sigkill_loop_of_schema_changes_and_appends(
     writers = fresh_table(path)
     next_id = 2000
     kills = 0
-    for trial in range(60):
+    for trial in range(30):
         t = cl.open_table(path)
         schema = schema_of(t)
         choices = [op for op in OPS if after(op, schema) != schema and _applies(op, schema)]
