@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -49,6 +49,7 @@ __all__ = [
     "CarbonLiteChangeFeedReader",
     "ChangeFeedPartition",
     "change_feed_versions",
+    "version_partitions",
     "with_changes",
 ]
 
@@ -146,21 +147,8 @@ class CarbonLiteChangeFeedReader(CarbonLiteStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, stop = self._batch(start, end)
-        parts: list[InputPartition] = []
-        for version in range(first.version, stop.version):
-            parts.append(
-                ChangeFeedPartition(
-                    uri=self.uri,
-                    storage_options=self.storage_options,
-                    columns=self.columns,
-                    output=self.output,
-                    version=version,
-                    initial=first.initial and version == first.version,
-                    table_schema=self.table_schema,
-                    layout=self.layout,
-                )
-            )
-        return parts
+        initial = first.version if first.initial else None
+        return version_partitions(self, range(first.version, stop.version), initial)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeFeedPartition)
@@ -190,23 +178,40 @@ class CarbonLiteChangeFeedBatchReader(DataSourceReader):
         self.output = spark_arrow_schema(with_changes(pa.schema(fields)))
 
     def partitions(self) -> list[InputPartition]:
-        return [
-            ChangeFeedPartition(
-                uri=self.uri,
-                storage_options=self.storage_options,
-                columns=self.columns,
-                output=self.output,
-                version=version,
-                initial=False,
-                table_schema=self.table_schema,
-                layout=self.layout,
-            )
-            for version in range(self.first, self.end + 1)
-        ]
+        return version_partitions(self, range(self.first, self.end + 1))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ChangeFeedPartition)
         yield from read_change_partition(partition)
+
+
+class _ChangeReader(Protocol):
+    uri: str
+    storage_options: dict[str, Any]
+    columns: list[str]
+    output: pa.Schema
+    table_schema: pa.Schema
+    layout: ColumnLayout
+
+
+def version_partitions(
+    reader: _ChangeReader, versions: range, initial: int | None = None
+) -> list[InputPartition]:
+    """One partition per version of ``versions`` (``initial``: the version whose partition
+    holds the table's rows as inserts, a stream's start)."""
+    return [
+        ChangeFeedPartition(
+            uri=reader.uri,
+            storage_options=reader.storage_options,
+            columns=reader.columns,
+            output=reader.output,
+            version=version,
+            initial=version == initial,
+            table_schema=reader.table_schema,
+            layout=reader.layout,
+        )
+        for version in versions
+    ]
 
 
 def read_change_partition(p: ChangeFeedPartition) -> Iterator[pa.RecordBatch]:

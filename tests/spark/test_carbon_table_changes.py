@@ -294,7 +294,9 @@ def test_a_primary_key_table_keeps_one_row_per_key(spark: Any, tmp_path: Path) -
         )
     assert cl.open_table(table.path).version == 2
     # an error a task raises reaches the driver as the same CarbonLite error
-    with pytest.raises(cl.SchemaMismatchError, match=r"'id' is declared non-nullable.*Spark task"):
+    with pytest.raises(
+        cl.SchemaMismatchError, match=r"^data does not match.*\n.*'id' is declared non-nullable"
+    ):
         (
             CarbonMergeBuilder(spark, cl.open_table(table.path), clash, "t.id = s.v", alias="t")
             .whenNotMatchedInsert(values={"v": "s.v"})  # no id: null

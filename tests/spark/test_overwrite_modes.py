@@ -175,7 +175,7 @@ def test_replace_where_refuses_rows_outside_the_predicate(spark: Any, tmp_path: 
     cl.create_table(path, DAYS)
     version = cl.open_table(path).append(OLD).version
     stray = pa.concat_tables([NEW, days([("2026-03-01", 12)], "new")])
-    with pytest.raises(Exception, match="ReplaceWhereMismatchError") as info:
+    with pytest.raises(cl.ReplaceWhereMismatchError) as info:
         (
             day_frame(spark, stray)
             .write.format("carbonlite")

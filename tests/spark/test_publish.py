@@ -236,7 +236,7 @@ def test_a_publish_into_a_primary_key_table_never_repeats_a_key(spark: Any, tmp_
     table = cl.create_table(path, SCHEMA, partition_by=["region"], primary_key=["id"])
     table.append(rows({"eu": range(0, 3), "us": range(3, 5)}))
     before = files_on_disk(path)
-    with pytest.raises(Exception, match="DuplicateKeyError"):
+    with pytest.raises(cl.DuplicateKeyError):
         carbonlite.spark.publish(frame(spark, rows({"ap": range(2, 4)})), str(path))
     assert cl.open_table(path).version == 1
     assert files_on_disk(path) == before
