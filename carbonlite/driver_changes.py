@@ -53,7 +53,7 @@ from carbonlite.writer.row_changes import (
     Selection,
     discard_deletions,
 )
-from carbonlite.writer.touched import Touched, plan_filter
+from carbonlite.writer.touched import Touched, plan_filter, row_filter
 from carbonlite.writer.unique_keys import check_unique_keys
 
 __all__ = ["TaskRunner", "plan_change", "run_distributed_change"]
@@ -82,14 +82,14 @@ def plan_change(
     write = replace(write, partition_by=list(snapshot.metadata.partition_by))
     touched = touched or Touched()
     where = repr(table.path)
-    filter = plan_filter(touched, snapshot.schema, where=where)
+    planned = plan_filter(touched, snapshot.schema, where=where)
     splits: Sequence[Split] = ()
     if not touched.nothing:
-        blooms = None if filter is None else bloom_pruner(table.storage, table.root)
-        splits = plan_scan(snapshot, columns=None, filter=filter, blooms=blooms).splits
+        blooms = None if planned is None else bloom_pruner(table.storage, table.root)
+        splits = plan_scan(snapshot, columns=None, filter=planned, blooms=blooms).splits
     groups = _groups(splits, parallelism)
     wanted = None
-    if columns is not None:  # the filter's and the keys' columns are read too
+    if columns is not None:  # and the keys' (the reader reads a filter's columns itself)
         needed = {*columns, *touched.keys}
         wanted = [c for c in snapshot.schema.names if c in needed]
     job = ChangeJob(
@@ -98,7 +98,7 @@ def plan_change(
         groups,
         job_files(groups),
         wanted,
-        filter=filter,
+        filter=row_filter(touched, snapshot.schema, where=where),
         keys=dict(touched.keys),
     )
     return job, snapshot

@@ -367,16 +367,16 @@ class CarbonOptimizeBuilder:
         closed = table.finish_streaming()
         closing = [table.version] if closed is not None else []
         if self._partition_filter is None:
-            handoff = table.handoff(executor=executor)
+            handoff = [table.handoff(executor=executor)]
             compaction = [table.compact("major", executor=executor)]
         else:  # the selected partitions' finished segments, each partition merged into one
-            handoff = CompactionResult("handoff", (), (), (), 0, 0, 0, 0.0)
+            handoff = []
             compaction = self._compact_partitions(table, self._partition_filter, executor)
-        results = [handoff, *compaction]
+        results = [*handoff, *compaction]
         versions = [*closing, *(v for r in results for v in r.versions)]
         metrics = {
             "numStreamingSegmentsClosed": len(closed.split(",")) if closed else 0,
-            "numSegmentsHandedOff": len(handoff.segments_compacted),
+            "numSegmentsHandedOff": sum(len(r.segments_compacted) for r in handoff),
             "numSegmentsCompacted": sum(len(r.segments_compacted) for r in compaction),
             "numSegmentsAdded": sum(len(r.segments_created) for r in results),
             "numRowsRewritten": sum(r.rows for r in results),

@@ -87,13 +87,14 @@ class CarbonLiteDataSource(DataSource):
             )
         options = self._options()
         table = open_table(options.path, storage_options=options.storage_options or None)
-        version = read_version(options, table)
         if options.get_bool("readChangeFeed") and any(
             options.get(name) is not None for name in ("endingVersion", "endingTimestamp")
         ):  # a batch read of the changes up to a version: its columns
             from carbonlite.spark.change_feed import change_feed_versions
 
             version = change_feed_versions(options, table)[1]
+        else:
+            version = read_version(options, table)
         schema = table.snapshot(version).schema
         columns = options.get_list("columns")
         if columns:

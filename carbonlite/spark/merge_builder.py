@@ -82,14 +82,11 @@ class _Clause:
         return f"WHEN {self.kind.upper()}{cond} THEN {what}"
 
 
-_NAME = r"(?:`?\w+`?\.)?`?(\w+)`?"
-_EQUAL = re.compile(rf"^{_NAME}\s*=\s*{_NAME}$")
-_EQUAL_CALL = re.compile(rf"^=\({_NAME},\s*{_NAME}\)$")
-"""``t.id = s.id`` as SQL, and as a Column prints it (``=(t.id, s.id)``)."""
 _QUALIFIED = r"(?:`?(\w+)`?\.)?`?(\w+)`?"
 _PAIR = re.compile(rf"^{_QUALIFIED}\s*=\s*{_QUALIFIED}$")
 _PAIR_CALL = re.compile(rf"^=\({_QUALIFIED},\s*{_QUALIFIED}\)$")
-"""The same, with each side's qualifier."""
+"""``t.id = s.id`` as SQL, and as a Column prints it (``=(t.id, s.id)``); the groups are each
+side's qualifier (or None) and name."""
 _OR = re.compile(r"\bor\b", re.IGNORECASE)
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
 
@@ -137,10 +134,10 @@ def equi_keys(condition: str, columns: Sequence[str]) -> list[str]:
     and the change feed pairs updates by); anything else gives ``[]``."""
     keys = []
     for term in _terms(condition):
-        match = _EQUAL.match(term) or _EQUAL_CALL.match(term)
-        if match is None or match.group(1) != match.group(2) or match.group(1) not in columns:
+        match = _PAIR.match(term) or _PAIR_CALL.match(term)
+        if match is None or match.group(2) != match.group(4) or match.group(2) not in columns:
             return []
-        keys.append(match.group(1))
+        keys.append(match.group(2))
     return keys
 
 

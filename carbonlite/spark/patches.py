@@ -35,8 +35,9 @@ rest (``spark/native_read.py``); the reader remembers its options and user schem
 Errors: a CarbonLite error raised inside Spark (the sink's writer or tasks, a stream's
 micro-batch, a read's schema) comes back from ``save``, ``insertInto``, ``load``,
 ``DataStreamWriter.start``, ``StreamingQuery.awaitTermination``/``processAllAvailable`` and
-the DataFrame actions (``collect``, ``count``, ``show``, ``toPandas``, ...) as itself (:func:`carbonlite.spark.spark_errors.carbonlite_error`), Spark's exception as its
-cause, instead of behind "Writing job failed" and a Python traceback.
+the DataFrame actions (``collect``, ``count``, ``show``, ``toPandas``, ...) as itself
+(:func:`carbonlite.spark.spark_errors.carbonlite_error`), Spark's exception as its cause,
+instead of behind "Writing job failed" and a Python traceback.
 
 Spark runs a Python data source's ``writer()`` in a Python worker that has no SparkSession, so
 session settings the sink honours are read here, on the driver, and passed on as options:

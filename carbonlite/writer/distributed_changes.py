@@ -6,7 +6,8 @@ committed once (the driver's side is :mod:`carbonlite.driver_changes`).
    before), a :class:`~carbonlite.writer.write_plan.WritePlan` for the rows written and a
    token naming the job's files.
 2. :func:`read_located` (each reading task) yields the live rows of one group that the change
-   can touch (:mod:`carbonlite.writer.touched`) with their location: :data:`FILE_COLUMN`, :data:`BLOCKLET_COLUMN`, :data:`POSITION_COLUMN`.
+   can touch (:mod:`carbonlite.writer.touched`) with their location: :data:`FILE_COLUMN`,
+   :data:`BLOCKLET_COLUMN`, :data:`POSITION_COLUMN`.
 3. The engine joins, decides each row's :data:`ACTION_COLUMN` (delete; update: delete the old
    row and write the new one; insert) and sends every changed row of one data file to one
    task.
@@ -98,8 +99,8 @@ class ChangeJob:
     columns: list[str] | None = None
     """The table's columns the reading tasks read (None: every column)."""
     filter: Filter | None = None
-    """The rows the reading tasks keep (``touched.plan_filter``: what the change can touch;
-    None: every live row)."""
+    """The rows the reading tasks keep (``touched.row_filter``: the condition every row the
+    change touches satisfies; None: every live row)."""
     keys: Mapping[str, pa.Array] = field(default_factory=dict)
     """And of those, the rows whose key columns hold one of these values (a merge's source
     keys: ``touched.keep_touched``)."""

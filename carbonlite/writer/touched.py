@@ -7,7 +7,8 @@ one CarbonLite reads exactly as Spark does), and for a merge, the values its equ
 can match (the source's keys). The driver plans the job's splits with
 :func:`plan_filter` (min/max, partitions, bloom filters and the secondary index prune files
 and blocklets before one is opened), and each reading task keeps only the rows
-:func:`keep_touched` keeps, so the engine shuffles only rows the change may touch.
+:func:`row_filter` and :func:`keep_touched` keep, so the engine shuffles only rows the change
+may touch.
 
 Pruning is only ever a superset of what the change touches: every row the change's own
 condition or join could select is read; the engine still decides each row itself.
@@ -36,6 +37,7 @@ __all__ = [
     "keep_touched",
     "plan_filter",
     "prunable_type",
+    "row_filter",
 ]
 
 PROBED_KEYS = 4_096
@@ -135,6 +137,15 @@ def plan_filter(touched: Touched, schema: pa.Schema, *, where: str) -> Filter | 
         return None
     conjuncts = touched.condition if touched.condition is not None else [[]]
     return parse_filter([[*c, *keyed] for c in conjuncts], schema, where=where)
+
+
+def row_filter(touched: Touched, schema: pa.Schema, *, where: str) -> Filter | None:
+    """The filter the reading tasks apply to each blocklet's rows: the condition alone (the
+    keys are kept exactly by :func:`keep_touched`, so the plan's key terms would only repeat
+    that work); None: none."""
+    if touched.condition is None:
+        return None
+    return parse_filter(touched.condition, schema, where=where)
 
 
 def keep_touched(batch: pa.RecordBatch, keys: Mapping[str, pa.Array]) -> pa.RecordBatch:

@@ -45,9 +45,10 @@ SLOW_MEMORY = range(100_000, 102_000)
 SLOW_LOCAL = range(200_000, 200_200)
 SLOW_S3 = range(300_000, 300_025)
 """2,225 schedules in all (10,000 until the slow tier outgrew CI's time: seeds 102,000-109,549
-of memory://, 200,200-200,399 of local files and 300,025-300,049 on S3 ran then, and the issue-38 seeds they found are replayed from ``FOUND``). Measured in the slow tier on 2 cores: about 0.1 s a schedule on
-memory://, 0.2 s on local files, 2.3 s on S3 through moto (each request a loopback HTTP round
-trip)."""
+of memory://, 200,200-200,399 of local files and 300,025-300,049 on S3 ran then, and the
+issue-38 seeds they found are replayed from ``FOUND``). Measured in the slow tier on 2 cores:
+about 0.1 s a schedule on memory://, 0.2 s on local files, 2.3 s on S3 through moto (each
+request a loopback HTTP round trip)."""
 
 
 FOUND: dict[str, tuple[int, ...]] = {
