@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from carbonlite.compaction.plan import CompactionTask
 from carbonlite.format import BlockletFileWriter, BlockletMeta
-from carbonlite.format.bloom import BloomSpec
+from carbonlite.format.bloom import DEFAULT_BLOOM_FPP, BloomSpec
 from carbonlite.format.pages import ordered_map
 from carbonlite.format.parquet_file import PARQUET_SUFFIX, ParquetBlockletWriter
 from carbonlite.metadata import BlockletEntry, BlockletsAppended
@@ -78,6 +78,13 @@ class _BlockletFile:
         return self._metas
 
 
+def lookup_columns(task: CompactionTask) -> tuple[str, ...]:
+    """The columns (physical names) a Parquet output of ``task`` gets Parquet bloom filters
+    of: its bloom filter and secondary index columns."""
+    blooms = task.blooms.columns if task.blooms is not None else ()
+    return tuple(dict.fromkeys((*blooms, *task.indexes)))
+
+
 def _new_file(
     task: CompactionTask,
     storage: Storage,
@@ -95,6 +102,9 @@ def _new_file(
             task.column_ids,
             compression_level=task.compression_level,
             storage_options=storage_options,
+            lookup_columns=lookup_columns(task),
+            lookup_fpp=task.blooms.fpp if task.blooms is not None else DEFAULT_BLOOM_FPP,
+            row_group_rows=task.blocklet_rows,
         )
     rel = stem + ".cblt"
     return rel, _BlockletFile(

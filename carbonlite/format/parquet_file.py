@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from carbonlite.errors import CarbonLiteError, CorruptDataError, InvalidOptionError
-from carbonlite.format.bloom import BloomSpec, build_bloom_record
+from carbonlite.format.bloom import DEFAULT_BLOOM_FPP, BloomSpec, build_bloom_record
 from carbonlite.format.conform import conform_batch
 from carbonlite.format.field_ids import FIELD_ID_KEY, with_field_ids
 from carbonlite.format.meta import BlockletMeta
@@ -52,6 +52,7 @@ __all__ = [
     "ParquetBlockletReader",
     "ParquetBlockletWriter",
     "is_parquet",
+    "parquet_bloom_settings",
     "row_group_spans",
 ]
 
@@ -91,6 +92,23 @@ def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
         if pc.count_distinct(column, mode="all").as_py() <= limit:
             out.append(field.name)
     return out
+
+
+def parquet_bloom_settings(
+    schema: pa.Schema, columns: Sequence[str], fpp: float, rows: int
+) -> dict[str, Any]:
+    """The Parquet writer setting that gives each of ``columns`` of ``schema`` (top level, of
+    a type Parquet keeps a bloom filter for: not nested, not boolean) a Parquet bloom filter
+    per row group of up to ``rows`` distinct values at false-positive rate ``fpp``."""
+    options = {
+        name: {"ndv": max(1, rows), "fpp": fpp}
+        for name in columns
+        if name in schema.names
+        and not pa.types.is_nested(schema.field(name).type)
+        and not pa.types.is_boolean(schema.field(name).type)
+        and not pa.types.is_null(schema.field(name).type)
+    }
+    return {"bloom_filter_options": options} if options else {}
 
 
 _READ_SETTINGS: Mapping[str, Any] = {"pre_buffer": True, "page_checksum_verification": True}
@@ -197,9 +215,18 @@ class ParquetBlockletWriter:
         compression_level: int = 1,
         storage_options: Mapping[str, Any] | None = None,
         settings: Mapping[str, Any] | None = None,
+        lookup_columns: Sequence[str] = (),
+        lookup_fpp: float = DEFAULT_BLOOM_FPP,
+        row_group_rows: int = DEFAULT_BLOCKLET_ROWS,
     ) -> None:
         """``settings``: Parquet writer settings in place of :data:`WRITER_SETTINGS` and the
-        compression (``benchmarks/bench_columnar_format.py`` compares them)."""
+        compression (``benchmarks/bench_columnar_format.py`` compares them).
+
+        ``lookup_columns`` (physical names) get Parquet's own bloom filter in every row group,
+        sized for ``row_group_rows`` distinct values at ``lookup_fpp``: the table's bloom
+        filter and secondary index columns, so that engines reading the file as plain Parquet
+        (Spark's own scan, DuckDB, Trino) skip row groups on an equality with them too.
+        CarbonLite's planning uses its own filters and indexes, not these."""
         if not 0 <= compression_level <= 22:
             raise InvalidOptionError(
                 f"compression_level must be 0 (none) to 22 (zstd max), got {compression_level}"
@@ -215,6 +242,7 @@ class ParquetBlockletWriter:
             "compression": "zstd" if compression_level > 0 else "none",
             "compression_level": compression_level if compression_level > 0 else None,
             **WRITER_SETTINGS,
+            **parquet_bloom_settings(schema, lookup_columns, lookup_fpp, row_group_rows),
             **(settings or {}),
         }
         self._writer: pq.ParquetWriter | None = None  # made at the first rows (see _open)

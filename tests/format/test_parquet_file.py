@@ -39,13 +39,36 @@ def _ids(schema: pa.Schema) -> list[int]:
     return [10 + 3 * i for i in range(len(schema))]
 
 
+def test_lookup_columns_get_parquet_bloom_filters_in_every_row_group(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("key", pa.string()), ("flag", pa.bool_())])
+    data = pa.table(
+        {"id": range(1_000), "key": [f"k{i}" for i in range(1_000)], "flag": [True] * 1_000},
+        schema=schema,
+    )
+    path = tmp_path / "f.parquet"
+    writer = ParquetBlockletWriter(
+        path, schema, [1, 2, 3], lookup_columns=["key", "flag"], row_group_rows=250
+    )
+    writer.write(data, max_rows=250)
+    writer.close()
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == 4
+    for g in range(4):
+        columns = [meta.row_group(g).column(c) for c in range(3)]
+        # a boolean column has no Parquet bloom filter; one unnamed gets none
+        assert [c.bloom_filter_offset is not None for c in columns] == [False, True, False]
+        assert columns[1].bloom_filter_length > 0
+    assert pq.read_table(path).equals(data)
+
+
 @SETTINGS
 @given(data=st.data(), max_rows=st.integers(1, 40))
 def test_written_blocklets_read_back_equal(data: st.DataObject, max_rows: int) -> None:
     schema = data.draw(schemas())
     batches = data.draw(st.lists(record_batches(schema), min_size=1, max_size=3))
     path = f"memory://parquet/{uuid.uuid4().hex}.parquet"
-    writer = ParquetBlockletWriter(path, schema, _ids(schema))
+    lookup = data.draw(st.lists(st.sampled_from(schema.names), unique=True, max_size=2))
+    writer = ParquetBlockletWriter(path, schema, _ids(schema), lookup_columns=lookup)
     for batch in batches:
         writer.write(batch, max_rows=max_rows)
     metas = writer.close()
