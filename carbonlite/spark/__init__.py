@@ -109,6 +109,7 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> None:
         install_error_translation,
         install_reader_patch,
         install_sql_patch,
+        install_table_patch,
         install_writer_patches,
     )
 
@@ -119,6 +120,7 @@ def register(spark: Any, *, filter_pushdown: bool = False) -> None:
     install_writer_patches()
     install_reader_patch()
     install_sql_patch()
+    install_table_patch()
     install_error_translation()  # last: around the patches above
 
 

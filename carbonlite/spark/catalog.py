@@ -31,7 +31,13 @@ from carbonlite.errors import InvalidOptionError, TableExistsError, TableNotFoun
 from carbonlite.spark.datasource import CarbonLiteDataSource
 from carbonlite.spark.types import spark_schema
 
-__all__ = ["bound_source_name", "bound_table", "is_carbonlite_table", "register_table"]
+__all__ = [
+    "bound_here",
+    "bound_source_name",
+    "bound_table",
+    "is_carbonlite_table",
+    "register_table",
+]
 
 _PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|`(?:[^`]|``)+`")
 _PROVIDER = re.compile(r"^Provider: (\S+)$", re.MULTILINE)
@@ -178,6 +184,22 @@ def bound_table(spark: Any, name: str) -> tuple[str, dict[str, Any]]:
         f"{provider or 'unknown'!r}); CarbonTable.forName takes tables registered with "
         "carbonlite.spark.register_table"
     )
+
+
+def bound_here(spark: Any, name: str) -> tuple[str, dict[str, Any]] | None:
+    """The path and storage options of the Spark table ``name`` when it is a CarbonLite table
+    :func:`register_table` bound in this process; None for any other table or name (asked
+    of Spark's catalog only once some table was bound, so other reads pay nothing)."""
+    if not _BOUND:
+        return None
+    try:
+        parts = _identifier(name)
+    except InvalidOptionError:
+        return None
+    if not spark.catalog.tableExists(name):
+        return None
+    bound = _BOUND.get((_provider_of(spark, parts) or "").lower())
+    return None if bound is None else (bound[0], dict(bound[1]))
 
 
 def is_carbonlite_table(spark: Any, name: str) -> bool:

@@ -58,6 +58,7 @@ __all__ = [
     "install_error_translation",
     "install_reader_patch",
     "install_sql_patch",
+    "install_table_patch",
     "install_writer_patches",
 ]
 
@@ -417,6 +418,53 @@ def install_reader_patch() -> None:
 
     DataFrameReader.load = load  # type: ignore[method-assign]
     DataFrameReader._carbonlite_patched = True  # type: ignore[attr-defined]
+
+
+def install_table_patch() -> None:
+    """``spark.table(name)`` and ``spark.read.table(name)`` of a CarbonLite table registered
+    in this process read as ``spark.read.format("carbonlite").load(path)`` does, by Spark's
+    Parquet reader where they can (the reader's options, ``versionAsOf`` say, go with them);
+    every other table is Spark's."""
+    from pyspark.sql.readwriter import DataFrameReader
+    from pyspark.sql.session import SparkSession
+
+    if getattr(DataFrameReader, "_carbonlite_table_patched", False):
+        return
+    original_reader_table = DataFrameReader.table
+    original_session_table = SparkSession.table
+
+    def load_bound(reader: Any, spark: Any, name: Any) -> Any:
+        from carbonlite.spark.catalog import bound_here
+
+        bound = bound_here(spark, name) if isinstance(name, str) else None
+        if bound is None:
+            return None
+        path, storage_options = bound
+        reader = reader.format(_FORMAT)
+        if storage_options and "storageoptions" not in _recorded_keys(reader):
+            import json
+
+            reader = reader.option("storageOptions", json.dumps(storage_options))
+        return reader.load(path)
+
+    @functools.wraps(original_reader_table)
+    def reader_table(self: Any, tableName: str) -> Any:
+        df = load_bound(self, self._spark, tableName)
+        return df if df is not None else original_reader_table(self, tableName)
+
+    @functools.wraps(original_session_table)
+    def session_table(self: Any, tableName: str) -> Any:
+        df = load_bound(self.read, self, tableName)
+        return df if df is not None else original_session_table(self, tableName)
+
+    DataFrameReader.table = reader_table  # type: ignore[method-assign]
+    SparkSession.table = session_table  # type: ignore[method-assign]
+    DataFrameReader._carbonlite_table_patched = True  # type: ignore[attr-defined]
+
+
+def _recorded_keys(obj: Any) -> set[str]:
+    """The lower-cased keys of the options set on ``obj`` so far."""
+    return set(obj.__dict__.get("_carbonlite_options", {}))
 
 
 def _struct(spark: Any, schema: Any) -> Any:

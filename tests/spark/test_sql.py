@@ -188,3 +188,27 @@ def test_alter_table_on_other_tables_is_sparks(spark: Any) -> None:
         assert spark.table(name).columns == ["id", "extra"]
     finally:
         spark.sql(f"DROP TABLE {name}")
+
+
+def test_spark_table_reads_natively_with_the_readers_options(spark: Any, tmp_path: Path) -> None:
+    """``spark.table(name)`` and ``spark.read.table(name)`` of a registered table are Spark's
+    Parquet scan over its handed-off files plus the tail, at the version a ``versionAsOf``
+    option gives; a table of another source is read as Spark reads it."""
+    t = _table(tmp_path / "t", rows=5)
+    t.finish_streaming()
+    t.handoff()
+    handed_off = t.version
+    t.append(pa.table({"i": [100], "s": ["tail"]}, SCHEMA))
+    name = _name()
+    register_table(spark, name, tmp_path / "t")
+    for df in (spark.table(name), spark.read.table(name)):
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert "FileScan parquet" in plan and "BatchScan carbonlite" in plan, plan
+        assert sorted(r.i for r in df.collect()) == [0, 1, 2, 3, 4, 100]
+    old = spark.read.option("versionAsOf", handed_off).table(name)
+    assert sorted(r.i for r in old.collect()) == [0, 1, 2, 3, 4]
+    other = _name()
+    spark.createDataFrame([(1, "a")], "i long, s string").write.saveAsTable(other)
+    assert "FileScan parquet" in spark.table(other)._jdf.queryExecution().toString()
+    assert [r.s for r in spark.read.table(other).collect()] == ["a"]
+    spark.sql(f"DROP TABLE {other}")
