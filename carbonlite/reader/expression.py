@@ -23,8 +23,10 @@ values. Anything Arrow cannot evaluate is an :class:`InvalidFilterError`. See do
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -346,6 +348,44 @@ def parse_filter(filter: FilterLike, schema: pa.Schema, *, where: str) -> Filter
     """
     if filter is None:
         return None
+    key = _cache_key(filter, schema)
+    if key is not None:
+        with _PARSED_LOCK:
+            known = _PARSED.get(key)
+            if known is not None:
+                _PARSED.move_to_end(key)
+        if known is not None:
+            return replace(known, where=where)
+    parsed = _parse(filter, schema, where=where)
+    if key is not None and parsed is not None:
+        with _PARSED_LOCK:
+            _PARSED[key] = replace(parsed, where="")
+            while len(_PARSED) > _PARSED_MAX:
+                _PARSED.popitem(last=False)
+    return parsed
+
+
+_PARSED: OrderedDict[tuple[str, bytes | str, pa.Schema], Filter] = OrderedDict()
+"""Filters parsed lately, by (kind, the filter's exact form, schema): a table queried again
+and again with the same filter (a dashboard, a Spark query per micro-batch) parses it once.
+An accepted filter only: one refused is parsed (and refused) again each time."""
+_PARSED_MAX = 256
+_PARSED_LOCK = threading.Lock()
+
+
+def _cache_key(filter: FilterLike, schema: pa.Schema) -> tuple[str, bytes | str, pa.Schema] | None:
+    """The exact form of a string or an Arrow expression (its serialization, which holds each
+    literal's type), with the schema it is parsed against; None for DNF lists, whose Python
+    values have no exact cheap form (``1`` and ``True`` are equal keys)."""
+    if isinstance(filter, str):
+        return ("sql", filter, schema)
+    if isinstance(filter, pc.Expression):
+        _make, (buffer,) = filter.__reduce__()
+        return ("expression", buffer.to_pybytes(), schema)
+    return None
+
+
+def _parse(filter: FilterLike, schema: pa.Schema, *, where: str) -> Filter | None:
     if isinstance(filter, str):  # SQL-ish: "day >= '2026-01-01' AND region = 'eu'"
         from carbonlite.reader.sql_filter import sql_dnf
 

@@ -203,9 +203,8 @@ def plan_scan(
                 continue
             table = manifests.store.load(ref, manifests.schema).table
             chunks.append(_select(table, live, predicate, types, source=manifests))
-    tails = [(f.path, f.tail) for _, _, f in live.values() if f.has_tail]
-    if tails:
-        tail_table = entries_table(tails, snapshot.physical_schema)
+    if any(f.has_tail for _, _, f in live.values()):
+        tail_table = snapshot.memo("tail_entries", lambda: _tail_entries(snapshot))
         chunks.append(_select(tail_table, live, predicate, types, source=None))
     after_stats = sum(len(c[0]) for c in chunks)
     unreadable = by_index = 0
@@ -277,6 +276,18 @@ def _totals(snapshot: Snapshot) -> tuple[int, int]:
 
 _Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """Selected blocklets of one entries table: file number (in ``live``), offset, length, rows."""
+
+
+def _tail_entries(snapshot: Snapshot) -> pa.Table:
+    """The entries table of every live file's tail (its blocklets not yet in a manifest),
+    made once per snapshot: a plan selects the files it reads from it (:func:`_select`)."""
+    tails = [
+        (f.path, f.tail)
+        for seg in snapshot.live_segments()
+        for f in seg.files.values()
+        if f.has_tail
+    ]
+    return entries_table(tails, snapshot.physical_schema)
 
 
 def _select(
