@@ -27,7 +27,7 @@ import json
 import struct
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import fastavro
@@ -365,6 +365,16 @@ def _export(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
     snapshot_id = snapshot.version + 1
     parts = partitioning(snapshot.metadata)
     manifests = _manifests(storage, root, snapshot, schema, snapshot_id, parts, version)
+    first_row_id = int(doc.get("next-row-id", 0)) if doc else 0
+    added_rows = 0
+    props.pop(ROW_IDS_PROPERTY, None)
+    if version >= 3:
+        known = json.loads(doc.get("properties", {}).get(ROW_IDS_PROPERTY, "{}")) if doc else {}
+        manifests, added_rows = _with_row_ids(manifests, known, first_row_id)
+        props[ROW_IDS_PROPERTY] = json.dumps(
+            {m.rows_key: m.first_row_id for m in manifests if m.rows_key is not None},
+            separators=(",", ":"),
+        )
     list_rel = storage.join(root, METADATA_DIR, f"snap-{snapshot_id}-{_digest(fingerprint)}.avro")
     parent = doc.get("current-snapshot-id") if doc else None
     storage.put(
@@ -400,8 +410,8 @@ def _export(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
     props.update({"schema.name-mapping.default": name_mapping(snapshot.metadata)})
     props["carbonlite.view"] = fingerprint
     meta_rel = storage.join(root, METADATA_DIR, f"v{n}.metadata.json")
-    if version >= 3:  # no row lineage: no row was given an id
-        entry.update({"first-row-id": 0, "added-rows": 0})
+    if version >= 3:
+        entry.update({"first-row-id": first_row_id, "added-rows": added_rows})
     document = {
         "format-version": version,
         "table-uuid": str(uuid.UUID(hex=snapshot.metadata.table_id[:32].ljust(32, "0"))),
@@ -421,7 +431,7 @@ def _export(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
         "properties": props,
         "current-snapshot-id": snapshot_id,
         "refs": {"main": {"snapshot-id": snapshot_id, "type": "branch"}},
-        **({"next-row-id": 0} if version >= 3 else {}),
+        **({"next-row-id": first_row_id + added_rows} if version >= 3 else {}),
         "snapshots": snapshots,
         "snapshot-log": [
             {"snapshot-id": s["snapshot-id"], "timestamp-ms": s["timestamp-ms"]} for s in snapshots
@@ -439,6 +449,32 @@ def _export(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
         raise _LostRace(storage.uri(meta_rel))
     storage.put(storage.join(root, METADATA_DIR, _HINT), str(n).encode())
     return IcebergState(n, snapshot.version, len(snapshots), meta_rel)
+
+
+ROW_IDS_PROPERTY = "carbonlite.row-ids"
+"""The metadata document's property that keeps, for v3 row lineage, the first row id of each
+live segment's rows (JSON: rows key -> first row id), so a manifest of the same rows,
+written again after a schema change, keeps their ids."""
+
+
+def _with_row_ids(
+    manifests: Sequence[ManifestFile], known: Mapping[str, int], next_row_id: int
+) -> tuple[list[ManifestFile], int]:
+    """``manifests`` with v3 row lineage (Iceberg's first-row-id inheritance): a data manifest
+    of rows the export before gave ids keeps them; one of new rows takes the table's next row
+    id, which then moves on by its rows. Returns them and the rows given new ids (the
+    snapshot's ``added-rows``)."""
+    out = []
+    added = 0
+    for m in manifests:
+        if m.content != DATA:
+            out.append(m)
+        elif m.rows_key is not None and m.rows_key in known:
+            out.append(replace(m, first_row_id=known[m.rows_key]))
+        else:
+            out.append(replace(m, first_row_id=next_row_id + added))
+            added += m.rows
+    return out, added
 
 
 def _kept(doc: Mapping[str, Any] | None, snapshot: Any) -> list[dict[str, Any]]:
@@ -473,23 +509,21 @@ def _manifests(
     deleted: list[tuple[str, np.ndarray, int, Mapping[str, Any]]] = []
     for segment_id, files in by_segment.items():
         partition = parts.record(segments[segment_id].partition)
-        digest = _digest(
-            [(f.path, f.committed_length) for f in files], schema["fields"], partition, version
-        )
+        rows_key = _digest([(f.path, f.committed_length) for f in files])
+        digest = _digest(rows_key, schema["fields"], partition, version)
         entries = [_data_entry(storage, root, f, snapshot.metadata, partition) for f in files]
-        out.append(
-            _put_manifest(
-                storage,
-                root,
-                f"seg-{segment_id}-{digest}.avro",
-                entries,
-                content=DATA,
-                snapshot_id=snapshot_id,
-                schema=schema,
-                parts=parts,
-                version=version,
-            )
+        manifest = _put_manifest(
+            storage,
+            root,
+            f"seg-{segment_id}-{digest}.avro",
+            entries,
+            content=DATA,
+            snapshot_id=snapshot_id,
+            schema=schema,
+            parts=parts,
+            version=version,
         )
+        out.append(replace(manifest, rows_key=rows_key))
         for f in files:
             positions = deleted_positions(storage, root, f) if f.deletions else None
             if positions is not None and len(positions):

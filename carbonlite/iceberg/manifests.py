@@ -180,6 +180,12 @@ class ManifestFile:
     rows: int
     partitions: Sequence[Mapping[str, Any]] = ()
     """A summary of each partition field over its files."""
+    first_row_id: int | None = None
+    """v3 row lineage: the row id of the first row of its first file (its files' rows are
+    numbered on from it, in order); None for a delete manifest or in v2."""
+    rows_key: str | None = None
+    """What its rows are (a digest of its data files and their lengths, whatever the schema):
+    a manifest of the same rows keeps their row ids."""
 
 
 def _pairs(values: Mapping[int, Any]) -> list[dict[str, Any]] | None:
@@ -277,7 +283,7 @@ def manifest_list_bytes(
             "deleted_rows_count": 0,
             "partitions": [dict(p) for p in m.partitions],
             "key_metadata": None,
-            **({"first_row_id": None} if format_version >= 3 else {}),
+            **({"first_row_id": m.first_row_id} if format_version >= 3 else {}),
         }
         for m in manifests
     ]

@@ -5,8 +5,12 @@ checks of test_iceberg_view.py), and the Puffin files are what the spec gives.""
 from __future__ import annotations
 
 import datetime as dt
+import io
+import itertools
 from pathlib import Path
+from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -98,4 +102,53 @@ def test_switching_v2_to_v3_rewrites_the_view(tmp_path: Path) -> None:
     t.set_properties({"iceberg": "v3"})
     _, doc = read_state(t.storage, t.root)  # type: ignore[misc]
     assert doc["format-version"] == 3
+    assert_readers_agree(t)
+
+
+def _lineage(t: cl.Table) -> tuple[dict[str, Any], dict[str, tuple[int, int]]]:
+    """The newest metadata document, and each data manifest of its current snapshot:
+    (first row id, rows), by the manifest's segment (``seg-<id>-...``)."""
+    _, doc = read_state(t.storage, t.root)  # type: ignore[misc]
+    current = next(s for s in doc["snapshots"] if s["snapshot-id"] == doc["current-snapshot-id"])
+    listed = fastavro.reader(
+        io.BytesIO(Path(current["manifest-list"].removeprefix("file://")).read_bytes())
+    )
+    manifests = {}
+    for m in listed:
+        assert isinstance(m, dict)
+        if m["content"] == 0:
+            segment = m["manifest_path"].rsplit("/", 1)[-1].split("-")[1]
+            manifests[segment] = (m["first_row_id"], m["added_rows_count"])
+    return doc, manifests
+
+
+def test_row_lineage_gives_each_row_an_id_kept_while_its_file_lives(tmp_path: Path) -> None:
+    """v3 row lineage (Iceberg's first-row-id inheritance): new rows take the next ids, a
+    segment's rows keep theirs across later snapshots, a rename (which writes every manifest
+    again) and a delete; compaction's rewritten rows are new rows, with new ids."""
+    t = handed_off(new_table(tmp_path / "t", "v3"))  # nothing yet
+    t.append(rows(0, 300))
+    handed_off(t)
+    doc, first = _lineage(t)
+    ((seg_a, (id_a, rows_a)),) = first.items()
+    assert (id_a, rows_a) == (0, 300) and doc["next-row-id"] == 300
+    t.append(rows(300, 200))
+    handed_off(t)
+    doc, second = _lineage(t)
+    seg_b = next(s for s in second if s != seg_a)
+    assert second == {seg_a: (0, 300), seg_b: (300, 200)} and doc["next-row-id"] == 500
+    snap = StaticTable.from_metadata(latest_metadata(t)).current_snapshot()
+    assert snap is not None and (snap.first_row_id, snap.added_rows) == (300, 200)
+    t.rename_column("name", "title")
+    t.delete(pc.field("id") < 10)
+    doc, third = _lineage(t)
+    assert third == second and doc["next-row-id"] == 500
+    snap = StaticTable.from_metadata(latest_metadata(t)).current_snapshot()
+    assert snap is not None and (snap.first_row_id, snap.added_rows) == (500, 0)
+    t.compact("major")
+    doc, fourth = _lineage(t)
+    assert all(first_id >= 500 for first_id, _ in fourth.values())
+    assert doc["next-row-id"] == 500 + sum(n for _, n in fourth.values())
+    ids = sorted((first_id, first_id + n) for first_id, n in fourth.values())
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ids))  # no id given twice
     assert_readers_agree(t)
