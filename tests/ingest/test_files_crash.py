@@ -148,8 +148,8 @@ def test_sigkills_at_every_seam_ingest_every_file_exactly_once(
 
 
 @pytest.mark.slow
-def test_a_hundred_sigkills(server: IngestServer, other: IngestServer, tmp_path: Path) -> None:
-    run_kills(server, other, tmp_path, kills=100)
+def test_fifty_sigkills(server: IngestServer, other: IngestServer, tmp_path: Path) -> None:
+    run_kills(server, other, tmp_path, kills=50)
 
 
 def test_a_kill_between_the_bad_records_commit_and_the_record_keeps_the_file_once(

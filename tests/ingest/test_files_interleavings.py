@@ -185,15 +185,15 @@ def test_the_bad_file_is_kept_by_the_first_and_recorded_by_the_other() -> None:
     "name", ["two files, the files read", "a good and a bad file", "two files, every seam"]
 )
 def test_two_ingesters_in_many_orders_slow(name: str) -> None:
-    """More seams than the default tier's: the first 1,000 orders depth first (all of them
+    """More seams than the default tier's: the first 500 orders depth first (all of them
     when there are fewer); random orders of every seam follow."""
     scenario, seams = {
         "two files, the files read": (two_ingesters(2), FILE_SEAMS | INGESTER_SEAMS),
         "a good and a bad file": (two_ingesters(1, ["garbage"]), BAD_SEAMS | FILE_SEAMS),
         "two files, every seam": (two_ingesters(2), EVERY_SEAM),
     }[name]
-    found = explore_all(scenario, check, limit=1_000, pause_at=seams)
-    assert found.schedules > 500
+    found = explore_all(scenario, check, limit=500, pause_at=seams)
+    assert found.schedules >= 400
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ SCHEMA = pa.schema(
 )
 ROWS = 40_000
 """About 20 s of the job's pace (2,000 rows a second), plus a few seconds per start."""
-ROUNDS = 3
+ROUNDS = 2
 """Runs of the job killed mid-way (and as many kills of the ingester) before the last run."""
 STEP = 300
 """Seconds any one awaited condition may take before the test fails."""

@@ -197,7 +197,7 @@ class TestReplayPathsMore(ReplayPaths.TestCase):  # type: ignore[misc,valid-type
     """The same machine, many more runs (the slow tier)."""
 
     settings = settings(
-        max_examples=40,
+        max_examples=20,
         stateful_step_count=30,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],

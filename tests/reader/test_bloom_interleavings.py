@@ -390,7 +390,7 @@ def test_build_index_append_and_handoff_in_random_orders(seeds: range) -> None:
 @pytest.mark.parametrize("name", sorted(EXHAUSTIVE))
 def test_build_index_in_every_order_of_every_seam_slow(name: str) -> None:
     scenario, _ = EXHAUSTIVE[name]
-    found = explore_all(scenario, check, limit=800, pause_at=EVERY_SEAM)
+    found = explore_all(scenario, check, limit=400, pause_at=EVERY_SEAM)
     assert found.schedules >= 3
 
 
