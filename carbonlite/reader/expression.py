@@ -104,7 +104,7 @@ class Filter:
                 .to_table(use_threads=False)
                 .column(0)
             )
-            return batch.filter(mask.combine_chunks() if mask.num_chunks != 1 else mask.chunk(0))
+            return _kept(batch, mask.combine_chunks() if mask.num_chunks != 1 else mask.chunk(0))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise InvalidFilterError(
                 f"filter {self.expression} cannot be evaluated on the rows of {self.where}: "
@@ -113,6 +113,25 @@ class Filter:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _kept(batch: pa.RecordBatch, mask: pa.BooleanArray) -> pa.RecordBatch:
+    """The rows of ``batch`` where ``mask`` is true (false and null drop). Rows kept in one
+    unbroken run (a range of a sorted column, every row) of at least a quarter of the batch
+    are a slice of it, with no copy (the slice holds on to the batch's memory: at most four
+    times its own); any other mask copies the rows it keeps."""
+    if mask.null_count:
+        mask = pc.fill_null(mask, False)
+    count = pc.sum(mask).as_py() or 0
+    if count * SLICE_MIN_SHARE >= len(mask) > 0:
+        first = pc.index(mask, True).as_py()
+        if pc.all(mask.slice(first, count)).as_py():
+            return batch.slice(first, count)
+    return batch.filter(mask)
+
+
+SLICE_MIN_SHARE = 4
+"""A run of kept rows is sliced, not copied, when it holds at least 1/4 of the batch's rows."""
 
 
 def _first_line(exc: BaseException) -> str:

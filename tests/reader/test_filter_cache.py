@@ -1,7 +1,8 @@
 """Parsed filters are kept (reader/expression.py, ``_PARSED``): the same string or Arrow
 expression against the same schema is parsed once, its result the same as a fresh parse's with
 the caller's ``where``; another schema, another literal type or a refused filter is parsed
-again; and planning a table's tails once per snapshot reads the same blocklets."""
+again; planning a table's tails once per snapshot reads the same blocklets; and the rows a
+filter keeps in one unbroken run are a slice, equal to what ``filter`` copies."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import carbonlite as cl
 from carbonlite.errors import InvalidFilterError
@@ -82,3 +85,18 @@ def test_plans_of_one_snapshot_share_its_tail_entries(tmp_path: Path) -> None:
     ]
     assert sorted(got[0]) == [*range(15, 30), 100] and got[1] == [100]
     assert plans[2].blocklets_selected >= plans[0].blocklets_selected >= plans[1].blocklets_selected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.booleans()), max_size=60), st.integers(0, 60), st.data())
+def test_kept_rows_are_the_rows_filter_keeps(
+    values: list[bool | None], start: int, data: st.DataObject
+) -> None:
+    """Masks of nulls, falses and trues, often one run of trues (a sorted range)."""
+    if data.draw(st.booleans()) and values:
+        run = data.draw(st.integers(0, len(values)))
+        values = [start <= i < start + run for i in range(len(values))]
+    mask = pa.array(values, pa.bool_())
+    batch = pa.record_batch({"x": list(range(len(values))), "s": [f"v{i}" for i in values]})
+    got = expression._kept(batch, mask)
+    assert got.equals(batch.filter(mask))
