@@ -46,7 +46,12 @@ from carbonlite.iceberg.manifests import (
     manifest_list_bytes,
 )
 from carbonlite.iceberg.partitions import Partitioning, partitioning
-from carbonlite.iceberg.puffin import deletion_vector_blob, puffin_file
+from carbonlite.iceberg.puffin import (
+    PuffinBlob,
+    deletion_vector_blob,
+    puffin_blobs,
+    puffin_file,
+)
 from carbonlite.iceberg.schema import (
     check_iceberg_schema,
     iceberg_schema,
@@ -189,17 +194,38 @@ def _data_entry(
     )
 
 
-def _position_delete_file(
-    storage: Storage,
-    root: str,
-    data_path: str,
-    positions: np.ndarray,
-    version: int,
-    partition: Mapping[str, Any],
-) -> DataFileEntry:
-    """The position-delete file of ``positions`` of the data file at ``data_path``
-    (written unless a file of the same content is there)."""
-    name = f"del-{_digest(data_path, hashlib.sha256(positions.tobytes()).hexdigest())}.parquet"
+@dataclass(frozen=True)
+class _Deleted:
+    """The rows deleted from one data file of the view, as its deletion vectors in the log
+    say (the vectors themselves are read only to write a delete file not written yet)."""
+
+    file: Any
+    """The data file's ``FileState``."""
+    uri: str
+    partition: Mapping[str, Any]
+    rows: int
+    key: str
+    """A digest of the data file and its deletion vectors' places: the same rows deleted."""
+
+    def positions(self, storage: Storage, root: str) -> np.ndarray:
+        return deleted_positions(storage, root, self.file)
+
+
+def _deleted(storage: Storage, root: str, f: Any, partition: Mapping[str, Any]) -> _Deleted | None:
+    """The deleted rows of data file ``f`` (None: none)."""
+    items = f.deletion_items() if f.deletions else ()
+    rows = sum(ref.cardinality for _, ref in items)
+    if not rows:
+        return None
+    uri = storage.uri(storage.join(root, f.path))
+    key = _digest(uri, [(b, ref.path, ref.offset, ref.length) for b, ref in items])
+    return _Deleted(f, uri, partition, rows, key)
+
+
+def _position_delete_file(storage: Storage, root: str, d: _Deleted) -> DataFileEntry:
+    """The position-delete file of the rows deleted from one data file (written unless the
+    file of the same deletion vectors is there: only then are they read)."""
+    name = f"del-{d.key}.parquet"
     rel = storage.join(root, METADATA_DIR, name)
     schema = pa.schema(
         [
@@ -210,8 +236,9 @@ def _position_delete_file(
         ]
     )
     if not storage.exists(rel):
+        positions = d.positions(storage, root)
         table = pa.table(
-            [pa.array([data_path] * len(positions), pa.string()), pa.array(np.sort(positions))],
+            [pa.array([d.uri] * len(positions), pa.string()), pa.array(np.sort(positions))],
             schema=schema,
         )
         out = io.BytesIO()
@@ -219,52 +246,72 @@ def _position_delete_file(
         storage.put_if_absent(rel, out.getvalue())
     return DataFileEntry(
         path=storage.uri(rel),
-        record_count=len(positions),
+        record_count=d.rows,
         size=storage.size(rel),
         content=POSITION_DELETES,
-        lower_bounds={_FILE_PATH_ID: data_path.encode()},
-        upper_bounds={_FILE_PATH_ID: data_path.encode()},
-        partition=partition,
-        sequence_number=version + 1,
+        lower_bounds={_FILE_PATH_ID: d.uri.encode()},
+        upper_bounds={_FILE_PATH_ID: d.uri.encode()},
+        partition=d.partition,
+        sequence_number=d.file.deletion_version + 1,
     )
 
 
 def _deletion_vectors(
-    storage: Storage,
-    root: str,
-    deleted: Sequence[tuple[str, np.ndarray, int, Mapping[str, Any]]],
+    storage: Storage, root: str, deleted: Sequence[_Deleted]
 ) -> list[DataFileEntry]:
     """Iceberg v3: the deleted positions of each data file as a deletion vector, all in one
-    Puffin file (written unless one of the same content is there)."""
+    Puffin file, named by the deletion vectors it holds (written unless it is there: only
+    then are they read; else its footer says where each blob lies)."""
     if not deleted:
         return []
-    blobs = [
-        (
-            deletion_vector_blob(np.sort(positions)),
-            {"referenced-data-file": path, "cardinality": str(len(positions))},
-        )
-        for path, positions, _, _ in deleted
-    ]
-    data, placed = puffin_file(blobs)
-    name = f"dv-{hashlib.sha256(data).hexdigest()[:20]}.puffin"
+    name = f"dv-{_digest(sorted(d.key for d in deleted))}.puffin"
     rel = storage.join(root, METADATA_DIR, name)
-    if not storage.exists(rel):
+    placed = _placed(storage, rel) if storage.exists(rel) else None
+    if placed is None:
+        blobs = []
+        deleted = sorted(deleted, key=lambda d: d.key)  # the file: a function of its name
+        for d in deleted:
+            positions = np.sort(d.positions(storage, root))
+            blobs.append(
+                (
+                    deletion_vector_blob(positions),
+                    {"referenced-data-file": d.uri, "cardinality": str(len(positions))},
+                )
+            )
+        data, where = puffin_file(blobs)
         storage.put_if_absent(rel, data)
+        placed = {d.uri: w for d, w in zip(deleted, where, strict=True)}
+    size = storage.size(rel)
     return [
         DataFileEntry(
             path=storage.uri(rel),
-            record_count=len(positions),
-            size=len(data),
+            record_count=d.rows,
+            size=size,
             content=POSITION_DELETES,
             file_format="PUFFIN",
-            referenced_data_file=path,
-            content_offset=blob.offset,
-            content_size=blob.length,
-            partition=partition,
-            sequence_number=version + 1,
+            referenced_data_file=d.uri,
+            content_offset=placed[d.uri].offset,
+            content_size=placed[d.uri].length,
+            partition=d.partition,
+            sequence_number=d.file.deletion_version + 1,
         )
-        for (path, positions, version, partition), blob in zip(deleted, placed, strict=True)
+        for d in deleted
     ]
+
+
+def _placed(storage: Storage, rel: str) -> dict[str, PuffinBlob] | None:
+    """Where each blob of the Puffin file ``rel`` lies, from its footer (None: the footer
+    could not be read; the file is then written again under the same name)."""
+    size = storage.size(rel)
+    want = 4096
+    while True:
+        tail = storage.read(rel, max(0, size - want), size)
+        try:
+            return puffin_blobs(tail)
+        except ValueError:
+            if want >= size:
+                return None
+            want *= 4
 
 
 def _put_manifest(
@@ -506,7 +553,7 @@ def _manifests(
         by_segment.setdefault(seg.segment_id, []).append(f)
         segments[seg.segment_id] = seg
     out = []
-    deleted: list[tuple[str, np.ndarray, int, Mapping[str, Any]]] = []
+    deleted: list[_Deleted] = []
     for segment_id, files in by_segment.items():
         partition = parts.record(segments[segment_id].partition)
         rows_key = _digest([(f.path, f.committed_length) for f in files])
@@ -525,14 +572,13 @@ def _manifests(
         )
         out.append(replace(manifest, rows_key=rows_key))
         for f in files:
-            positions = deleted_positions(storage, root, f) if f.deletions else None
-            if positions is not None and len(positions):
-                path = storage.uri(storage.join(root, f.path))
-                deleted.append((path, positions, f.deletion_version, partition))
+            d = _deleted(storage, root, f, partition)
+            if d is not None:
+                deleted.append(d)
     if version >= 3:
         deletes = _deletion_vectors(storage, root, deleted)
     else:
-        deletes = [_position_delete_file(storage, root, *d) for d in deleted]
+        deletes = [_position_delete_file(storage, root, d) for d in deleted]
     if deletes:
         name = f"dels-{_digest(sorted((d.path, d.sequence_number) for d in deletes))}.avro"
         out.append(

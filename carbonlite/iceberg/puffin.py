@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyroaring import BitMap
 
-__all__ = ["MAGIC", "PuffinBlob", "deletion_vector_blob", "puffin_file"]
+__all__ = ["MAGIC", "PuffinBlob", "deletion_vector_blob", "puffin_blobs", "puffin_file"]
 
 MAGIC = b"PFA1"
 _DV_MAGIC = bytes([0xD1, 0xD3, 0x39, 0x64])
@@ -78,3 +78,24 @@ def puffin_file(
     payload = footer.encode()
     out += MAGIC + payload + struct.pack("<i", len(payload)) + b"\x00\x00\x00\x00" + MAGIC
     return bytes(out), placed
+
+
+FOOTER_TAIL = 12
+"""The bytes after a Puffin footer's JSON: its length, the flags and the magic."""
+
+
+def puffin_blobs(tail: bytes) -> dict[str, PuffinBlob]:
+    """Where each blob of a Puffin file :func:`puffin_file` wrote lies, by its
+    ``referenced-data-file``; ``tail``: the file's last bytes, enough to hold the footer
+    (``ValueError`` otherwise: ask again with more)."""
+    if len(tail) < FOOTER_TAIL or tail[-4:] != MAGIC:
+        raise ValueError("not the end of a Puffin file")
+    (length,) = struct.unpack("<i", tail[-FOOTER_TAIL : -FOOTER_TAIL + 4])
+    start = len(tail) - FOOTER_TAIL - length
+    if start < 4 or tail[start - 4 : start] != MAGIC:
+        raise ValueError(f"the footer of {length} bytes is not within the last {len(tail)}")
+    footer = json.loads(tail[start : len(tail) - FOOTER_TAIL])
+    return {
+        b["properties"]["referenced-data-file"]: PuffinBlob(int(b["offset"]), int(b["length"]))
+        for b in footer["blobs"]
+    }
