@@ -395,11 +395,15 @@ _PARSED_LOCK = threading.Lock()
 def _cache_key(filter: FilterLike, schema: pa.Schema) -> tuple[str, bytes | str, pa.Schema] | None:
     """The exact form of a string or an Arrow expression (its serialization, which holds each
     literal's type), with the schema it is parsed against; None for DNF lists, whose Python
-    values have no exact cheap form (``1`` and ``True`` are equal keys)."""
+    values have no exact cheap form (``1`` and ``True`` are equal keys), and for an
+    expression Arrow cannot serialize (a field by position)."""
     if isinstance(filter, str):
         return ("sql", filter, schema)
     if isinstance(filter, pc.Expression):
-        _make, (buffer,) = filter.__reduce__()
+        try:
+            _make, (buffer,) = filter.__reduce__()
+        except pa.ArrowException:  # a field by position (pc.field(0)) has no serialization
+            return None
         return ("expression", buffer.to_pybytes(), schema)
     return None
 

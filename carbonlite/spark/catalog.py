@@ -153,7 +153,8 @@ def register_table(
                 f"CarbonLite table at {table.path!r}; DROP TABLE it first (DROP TABLE never "
                 "deletes a CarbonLite table's data) or choose another name"
             )
-        if spark.table(identifier).schema == spark_schema(table.schema):
+        # the catalog entry's own schema (spark.table reads the table itself: patches.py)
+        if spark.sql(f"SELECT * FROM {identifier}").schema == spark_schema(table.schema):
             return provider
         # the catalog keeps the schema it was created with: after a schema change, renew it
         spark.sql(f"DROP TABLE {identifier}")
