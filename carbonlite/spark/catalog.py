@@ -193,23 +193,23 @@ def bound_here(spark: Any, name: str) -> tuple[str, dict[str, Any]] | None:
     of Spark's catalog only once some table was bound, so other reads pay nothing)."""
     if not _BOUND:
         return None
-    try:
-        parts = _identifier(name)
-    except InvalidOptionError:
-        return None
-    if not spark.catalog.tableExists(name):
-        return None
-    bound = _BOUND.get((_provider_of(spark, parts) or "").lower())
+    bound = _BOUND.get(_existing_provider(spark, name) or "")
     return None if bound is None else (bound[0], dict(bound[1]))
 
 
 def is_carbonlite_table(spark: Any, name: str) -> bool:
     """Whether the Spark table ``name`` is a CarbonLite table registered by
     :func:`register_table` (in this session or another)."""
+    return (_existing_provider(spark, name) or "").startswith("carbonlite_")
+
+
+def _existing_provider(spark: Any, name: str) -> str | None:
+    """The data source (lower case) of the existing Spark table ``name``; None when ``name``
+    is no table identifier or names no table."""
     try:
         parts = _identifier(name)
     except InvalidOptionError:
-        return False
+        return None
     if not spark.catalog.tableExists(name):
-        return False
-    return (_provider_of(spark, parts) or "").lower().startswith("carbonlite_")
+        return None
+    return (_provider_of(spark, parts) or "").lower()
