@@ -266,7 +266,8 @@ def _deletion_vectors(
         return []
     name = f"dv-{_digest(sorted(d.key for d in deleted))}.puffin"
     rel = storage.join(root, METADATA_DIR, name)
-    placed = _placed(storage, rel) if storage.exists(rel) else None
+    size = storage.size(rel) if storage.exists(rel) else 0
+    placed = _placed(storage, rel, size) if size else None
     if placed is None:
         blobs = []
         deleted = sorted(deleted, key=lambda d: d.key)  # the file: a function of its name
@@ -281,7 +282,7 @@ def _deletion_vectors(
         data, where = puffin_file(blobs)
         storage.put_if_absent(rel, data)
         placed = {d.uri: w for d, w in zip(deleted, where, strict=True)}
-    size = storage.size(rel)
+        size = len(data)
     return [
         DataFileEntry(
             path=storage.uri(rel),
@@ -299,10 +300,10 @@ def _deletion_vectors(
     ]
 
 
-def _placed(storage: Storage, rel: str) -> dict[str, PuffinBlob] | None:
-    """Where each blob of the Puffin file ``rel`` lies, from its footer (None: the footer
-    could not be read; the file is then written again under the same name)."""
-    size = storage.size(rel)
+def _placed(storage: Storage, rel: str, size: int) -> dict[str, PuffinBlob] | None:
+    """Where each blob of the Puffin file ``rel`` (of ``size`` bytes) lies, from its footer
+    (None: no footer could be read; the caller then places the blobs as it would write them,
+    and ``put_if_absent`` keeps the file that is there)."""
     want = 4096
     while True:
         tail = storage.read(rel, max(0, size - want), size)
@@ -414,9 +415,8 @@ def _export(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
     manifests = _manifests(storage, root, snapshot, schema, snapshot_id, parts, version)
     first_row_id = int(doc.get("next-row-id", 0)) if doc else 0
     added_rows = 0
-    props.pop(ROW_IDS_PROPERTY, None)
+    known = json.loads(props.pop(ROW_IDS_PROPERTY, "{}"))
     if version >= 3:
-        known = json.loads(doc.get("properties", {}).get(ROW_IDS_PROPERTY, "{}")) if doc else {}
         manifests, added_rows = _with_row_ids(manifests, known, first_row_id)
         props[ROW_IDS_PROPERTY] = json.dumps(
             {m.rows_key: m.first_row_id for m in manifests if m.rows_key is not None},
