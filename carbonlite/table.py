@@ -566,6 +566,7 @@ class Table:
         when_matched: MatchedAction = "update",
         when_not_matched: NotMatchedAction = "insert",
         when_not_matched_by_source: NotMatchedBySourceAction = "ignore",
+        parameters: Mapping[str, str] | None = None,
     ) -> MergeResult:
         """Merge ``source`` (Arrow data, pandas, Polars; a subset of the table's columns
         holding the keys) into the table by the key columns ``on``, in one commit: rows of the
@@ -573,7 +574,9 @@ class Table:
         deleted, ``"ignore"``: left); source rows matching none are inserted (missing columns
         null); table rows no source row matches are left or, with
         ``when_not_matched_by_source="delete"``, deleted. A table row matched by two source
-        rows raises :class:`DuplicateKeyError`. Null keys match nothing."""
+        rows raises :class:`DuplicateKeyError`. Null keys match nothing. ``parameters``: more
+        entries for the commit's parameters, which history shows (a merge from Spark records
+        its condition and clauses)."""
         keys = list(names_arg(on, what="on", example="['id']", one_string=True))
         if not keys or any(not isinstance(k, str) for k in keys):
             raise InvalidOptionError(f"on must name the key columns, such as ['id'], not {on!r}")
@@ -598,6 +601,7 @@ class Table:
                 when_not_matched_by_source=when_not_matched_by_source,
                 where=repr(self.path),
                 cache=self._key_cache,
+                parameters=parameters,
             ),
         )
         return MergeResult(version, plan.rows_updated, plan.rows_inserted, plan.rows_deleted)

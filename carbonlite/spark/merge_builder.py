@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,10 +32,13 @@ from carbonlite.spark.row_change_job import (
     expression,
     kept_columns,
     referenced_columns,
+    resolved,
+    result_frame,
     run_change,
     text_of,
     value_columns,
 )
+from carbonlite.spark.types import relabel_from_spark
 from carbonlite.spark.types import spark_schema as spark_schema_of
 from carbonlite.table import Table
 from carbonlite.writer.distributed_changes import (
@@ -46,12 +49,21 @@ from carbonlite.writer.distributed_changes import (
     BLOCKLET_COLUMN,
     FILE_COLUMN,
     POSITION_COLUMN,
+    located_schema,
+)
+from carbonlite.writer.modify import (
+    MatchedAction,
+    MergeResult,
+    NotMatchedAction,
+    NotMatchedBySourceAction,
 )
 from carbonlite.writer.touched import Touched, prunable_type
 
 __all__ = [
     "COLLECTED_KEYS",
     "COLLECTED_KEY_BYTES",
+    "DRIVER_SOURCE_BYTES",
+    "DRIVER_SOURCE_CONF",
     "CarbonMergeBuilder",
     "equi_keys",
     "matched_keys",
@@ -98,6 +110,14 @@ COLLECTED_KEYS = 4_000_000
 unknown (a DataFrame made from Python data, a Python data source): one aggregate counts them
 first. Above it, the target is pruned by the keys' range alone (the same aggregate's min and
 max)."""
+DRIVER_SOURCE_CONF = "spark.carbonlite.merge.driverSourceMaxBytes"
+"""The Spark setting bounding the source of a merge run as ``Table.merge`` on the driver
+(:meth:`CarbonMergeBuilder.execute`): Spark's estimate of its bytes; 0 runs every merge on
+the executors."""
+DRIVER_SOURCE_BYTES = 64 * 1024 * 1024
+"""Its default: what Spark estimates a source of a few million narrow rows at (the bytes of
+its Parquet files), which the driver holds as Arrow well within Spark's default
+``spark.driver.maxResultSize`` of 1 GiB."""
 
 
 def _enclosed(text: str) -> bool:
@@ -164,6 +184,21 @@ def matched_keys(condition: str, alias: str | None, columns: Sequence[str]) -> l
         ):
             keys.append(name)
     return keys
+
+
+def _quoted(name: str) -> str:
+    """``name`` as Spark reads a column's name whole (``a.b`` is not a field ``b`` of ``a``)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+_UNKNOWN_SIZE = 2**63 - 1
+"""Spark's estimate of a plan it cannot size (``spark.sql.defaultSizeInBytes``)."""
+
+
+def _estimate(frame: DataFrame) -> int:
+    """Spark's estimate of ``frame``'s bytes (of its plan's statistics)."""
+    # a Scala BigInt: py4j gives an int, or an object that prints its digits
+    return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
 
 
 def _collected(
@@ -277,6 +312,9 @@ class CarbonMergeBuilder:
         keys = equi_keys(self._condition_text, self._table.schema.names)
         if keys:  # the change feed pairs deletes and inserts of one key as an update
             parameters["on"] = ",".join(keys)
+        on_driver = self._on_driver(parameters)
+        if on_driver is not None:
+            return result_frame(self._spark, on_driver)
         # a row no source row matches may be changed by a not-matched-by-source clause:
         # then every target row is read
         touched = None if "not matched by source" in kinds else self._touched()
@@ -290,6 +328,89 @@ class CarbonMergeBuilder:
             inserts="not matched" in kinds,
             columns=self._target_columns(),
             touched=touched,
+        )
+
+    def _on_driver(self, parameters: Mapping[str, str]) -> MergeResult | None:
+        """The merge run as ``Table.merge`` on the driver, when it is one
+        (:meth:`_as_table_merge`) and its source is at most :data:`DRIVER_SOURCE_CONF`'s
+        bytes by Spark's estimate (a source Spark cannot size is counted first), collected
+        once as Arrow as a broadcast join collects its small side; None: it runs on the
+        executors. Checked first as the executors' route checks it: the condition resolves
+        in Spark."""
+        merge = self._as_table_merge()
+        jdf = getattr(self._source, "_jdf", None)  # Spark Connect: no estimate
+        if merge is None or jdf is None or self._driver_limit() <= 0:
+            return None
+        names = self._table.schema.names
+        source = self._source.select(*(F.col(_quoted(n)) for n in names))
+        size = _estimate(source)
+        if size >= _UNKNOWN_SIZE:  # Python data, an RDD: counted, at Spark's width per row
+            size = source.count() * int(source._jdf.schema().defaultSize())
+        if size > self._driver_limit():
+            return None
+        located = spark_schema_of(located_schema(self._table.schema))
+        empty = self._spark.createDataFrame([], located)
+        resolved(lambda target: self._joined(target)[0], empty, self._where)
+        schema = self._table.schema
+        batches = [relabel_from_spark(b, schema) for b in source.toArrow().to_batches()]
+        rows = pa.Table.from_batches(batches) if batches else schema.empty_table()
+        keys, matched, not_matched, by_source = merge
+        return self._table.merge(
+            rows,
+            keys,
+            when_matched=matched,
+            when_not_matched=not_matched,
+            when_not_matched_by_source=by_source,
+            parameters=parameters,
+        )
+
+    def _driver_limit(self) -> int:
+        value = self._spark.conf.get(DRIVER_SOURCE_CONF, None)
+        try:
+            return DRIVER_SOURCE_BYTES if value is None else int(str(value).strip())
+        except ValueError:
+            raise InvalidOptionError(
+                f"{DRIVER_SOURCE_CONF} must be a number of bytes (0: every merge on the "
+                f"executors), not {value!r}"
+            ) from None
+
+    def _as_table_merge(
+        self,
+    ) -> tuple[list[str], MatchedAction, NotMatchedAction, NotMatchedBySourceAction] | None:
+        """The key columns and actions of the ``Table.merge`` that is this merge, or None.
+        It is one when the condition is nothing but equalities of the target's and the
+        source's columns of one name (``t.id = s.id AND t.day = s.day``), of types CarbonLite
+        compares as Spark does; each kind of clause appears at most once, with no condition,
+        as UPDATE * or DELETE (matched), INSERT * (not matched) or DELETE (not matched by
+        source); and the source has every column of the table in the Spark type the table's
+        column reads as, which comes back as the table's own type."""
+        names = self._table.schema.names
+        keys = matched_keys(self._condition_text, self._alias, names)
+        if not keys or sorted(keys) != sorted(equi_keys(self._condition_text, names)):
+            return None
+        table_types = {f.name: f.dataType for f in spark_schema_of(self._table.schema).fields}
+        columns = self._source.columns
+        source_types = {f.name: f.dataType for f in self._source.schema.fields}
+        if len(set(columns)) != len(columns) or any(
+            source_types.get(n) != table_types[n] for n in names
+        ):
+            return None
+        if not all(prunable_type(self._table.schema.field(k).type) for k in keys):
+            return None
+        actions: dict[_Kind, str] = {}
+        for clause in self._clauses:
+            if (
+                clause.condition is not None
+                or clause.kind in actions
+                or (clause.action != "delete" and clause.values != _ALL)
+            ):
+                return None  # a condition, a second clause, or values Spark computes
+            actions[clause.kind] = clause.action
+        return (
+            keys,
+            cast(MatchedAction, actions.get("matched", "ignore")),
+            cast(NotMatchedAction, actions.get("not matched", "ignore")),
+            cast(NotMatchedBySourceAction, actions.get("not matched by source", "ignore")),
         )
 
     def _touched(self) -> Touched | None:
@@ -310,9 +431,7 @@ class CarbonMergeBuilder:
         if not keys or jdf is None or not jdf.queryExecution().analyzed().deterministic():
             return None
         source = self._source.select(*keys)
-        # a Scala BigInt: py4j gives an int, or an object that prints its digits
-        estimate = int(str(source._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-        if estimate <= COLLECTED_KEY_BYTES:
+        if _estimate(source) <= COLLECTED_KEY_BYTES:
             return _collected(source, keys, arrow_types)
         bounds = source.agg(*(f(k) for k in keys for f in (F.min, F.max)), F.count(F.lit(1)))
         *lows_and_highs, count = bounds.collect()[0]
@@ -352,12 +471,9 @@ class CarbonMergeBuilder:
                     "condition (the clauses after an unconditional one could never apply)"
                 )
 
-    def _changes(self, target: DataFrame) -> DataFrame:
-        """The changed rows of the merge: the join, each row's clause, its action and values."""
-        # a sort-merge join: Spark would otherwise take the target (read by mapInArrow, of
-        # unknown size) for small and broadcast it, collecting it on the driver; a source
-        # hinted with broadcast() still wins
-        target = target.hint("merge")
+    def _joined(self, target: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """The target (aliased) joined with the source (marked by :data:`_SOURCE`) on the
+        condition, as outer as the clauses need; and the two sides as joined."""
         t = target.alias(self._alias) if self._alias else target
         s = self._source.withColumn(_SOURCE, F.lit(True))
         kinds = {c.kind for c in self._clauses}
@@ -368,7 +484,14 @@ class CarbonMergeBuilder:
             (False, True): "left_outer",
             (True, True): "full_outer",
         }[(insert, by_source)]
-        joined = t.join(s, on=self._condition, how=how)
+        return t.join(s, on=self._condition, how=how), t, s
+
+    def _changes(self, target: DataFrame) -> DataFrame:
+        """The changed rows of the merge: the join, each row's clause, its action and values."""
+        # a sort-merge join: Spark would otherwise take the target (read by mapInArrow, of
+        # unknown size) for small and broadcast it, collecting it on the driver; a source
+        # hinted with broadcast() still wins
+        joined, t, s = self._joined(target.hint("merge"))
         has_target, has_source = t[FILE_COLUMN].isNotNull(), s[_SOURCE].isNotNull()
         which: dict[str, Column] = {
             "matched": has_target & has_source,

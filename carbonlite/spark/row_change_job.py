@@ -52,6 +52,7 @@ __all__ = [
     "expression",
     "kept_columns",
     "referenced_columns",
+    "resolved",
     "result_frame",
     "run_change",
     "target_frame",
@@ -218,13 +219,7 @@ def run_change(
     parallelism = max(1, spark.sparkContext.defaultParallelism)
 
     def run(job: ChangeJob) -> list[ChangeTaskResult]:
-        target = target_frame(spark, job)
-        try:
-            changed = changes(target)
-        except AnalysisException as exc:
-            raise InvalidOptionError(
-                f"{description}: Spark cannot resolve it: {str(exc).strip().splitlines()[0]}"
-            ) from None
+        changed = resolved(changes, target_frame(spark, job), description)
         return _write_tasks(job, changed, parallelism, inserts)
 
     outcome = run_distributed_change(
@@ -240,11 +235,25 @@ def run_change(
     return result_frame(spark, outcome)
 
 
+def resolved(changes: Changes, target: DataFrame, description: str) -> DataFrame:
+    """The changed rows ``changes`` builds from ``target``; a condition or value Spark cannot
+    resolve (a column neither side has) refused as :class:`InvalidOptionError`."""
+    try:
+        return changes(target)
+    except AnalysisException as exc:
+        raise InvalidOptionError(
+            f"{description}: Spark cannot resolve it: {str(exc).strip().splitlines()[0]}"
+        ) from None
+
+
 def result_frame(spark: SparkSession, outcome: MergeResult) -> DataFrame:
     """The one-row DataFrame of a change's counts and version (:data:`RESULT_DDL`)."""
     updated, deleted, inserted = outcome.rows_updated, outcome.rows_deleted, outcome.rows_inserted
     row = (updated + deleted + inserted, updated, deleted, inserted, outcome.version)
-    return spark.createDataFrame([row], RESULT_DDL)
+    names = [part.split()[0] for part in RESULT_DDL.split(",")]
+    # from Arrow: a local relation Spark collects without running a job on Python workers
+    columns = {name: pa.array([value], pa.int64()) for name, value in zip(names, row, strict=True)}
+    return spark.createDataFrame(pa.table(columns))
 
 
 def _located(target: DataFrame) -> list[Column]:

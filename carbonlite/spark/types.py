@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.types as pat
 
-from carbonlite.errors import UnsupportedTypeError
+from carbonlite.errors import SchemaMismatchError, UnsupportedTypeError
 
 __all__ = [
     "arrow_schema_from_spark",
@@ -111,23 +111,37 @@ def spark_schema(schema: pa.Schema) -> Any:
 
 def relabel_from_spark(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` with the table's types where Spark sent the same values under another label
-    (session time zone on timestamps, large strings). Other differences are left for the
-    schema check to report."""
+    (session time zone on timestamps, large strings), or in the wider type Spark reads the
+    table's type as (:func:`spark_arrow_schema`: ``uint32`` as ``int64``), narrowed back
+    with a checked cast. Other differences are left for the schema check to report."""
     if batch.schema.equals(schema):
         return batch
     types = {f.name: f.type for f in schema}
     fields, arrays = [], []
     for f, column in zip(batch.schema, batch.columns, strict=True):
         t = types.get(f.name)
-        if (
-            t is not None
-            and not f.type.equals(t)
-            and _normalize_from_spark(f.type).equals(_normalize_from_spark(t))
-        ):
-            column, f = column.cast(t), f.with_type(t)
+        if t is not None and not f.type.equals(t):
+            sent = _normalize_from_spark(f.type)
+            if sent.equals(_normalize_from_spark(t)):
+                column, f = column.cast(t), f.with_type(t)
+            elif sent.equals(_normalize_from_spark(_spark_type(t))):
+                column, f = _narrowed(column, f, t), f.with_type(t)
         fields.append(f)
         arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _narrowed(column: pa.Array, field: pa.Field, t: pa.DataType) -> pa.Array:
+    """``column``, sent by Spark in the wider type it reads ``t`` as, cast back to ``t``;
+    a value ``t`` cannot hold refused."""
+    try:
+        return column.cast(t, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaMismatchError(
+            f"column {field.name!r} is {t} in the table, which Spark reads as {field.type}; "
+            f"a value Spark gave it does not fit {t}",
+            [str(exc).splitlines()[0]],
+        ) from None
 
 
 def cast_for_spark(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

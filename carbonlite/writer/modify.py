@@ -209,6 +209,7 @@ def plan_merge(
     where: str,
     cache: KeyCache | None = None,
     check_keys: bool = True,
+    parameters: Mapping[str, str] | None = None,
 ) -> RowChangePlan:
     """Rows of ``source`` matched with live rows of the table by the key columns ``on``
     (SQL equality: a null key matches nothing). Matched target rows are updated (the source's
@@ -216,7 +217,8 @@ def plan_merge(
     target rows no source row matches deleted or left. ``cache``: decoded keys of blocklets
     read by earlier merges of the same table (used when only the keys are read). In a
     primary-key table refused with :class:`DuplicateKeyError` when it would leave two rows
-    with one key (``check_keys``; an upsert keeps keys unique by construction)."""
+    with one key (``check_keys``; an upsert keeps keys unique by construction).
+    ``parameters``: more entries for the commit's parameters (what history shows)."""
     schema = snapshot.schema
     src = source_table(source, schema, on, where, snapshot.metadata)
     src = src.append_column(_SOURCE_ROW, pa.array(np.arange(src.num_rows, dtype=np.int64)))
@@ -254,6 +256,7 @@ def plan_merge(
         "when_matched": when_matched,
         "when_not_matched": when_not_matched,
         "when_not_matched_by_source": when_not_matched_by_source,
+        **(parameters or {}),
     }
     plan = outcome.plan(schema, parameters)
     return _keys_checked(reader, plan, "merge", where) if check_keys else plan
@@ -320,8 +323,10 @@ def _matched_pairs(
         twice = pc.filter(per_target, pc.greater(per_target.column(f"{_SOURCE_ROW}_count"), 1))
         if twice.num_rows:
             raise DuplicateKeyError(
-                f"merge into {where}: {twice.num_rows} rows of the table are matched by more "
-                f"than one source row on {list(on)} (deduplicate the source by its keys)"
+                f"merge into {where}: {twice.num_rows} "
+                f"{'row of the table is' if twice.num_rows == 1 else 'rows of the table are'} "
+                f"matched by more than one source row on {list(on)} (deduplicate the source "
+                "by its keys)"
             )
     return pairs
 

@@ -103,3 +103,26 @@ def stop_queries(spark: Any) -> Iterator[None]:
     yield
     for q in spark.streams.active:
         q.stop()
+
+
+@pytest.fixture
+def merge_on_executors(spark: Any) -> Iterator[None]:
+    """Merges from Spark run on the executors whatever the source's size (a small source
+    otherwise merges as ``Table.merge`` on the driver: ``CarbonMergeBuilder._on_driver``)."""
+    from carbonlite.spark.merge_builder import DRIVER_SOURCE_CONF
+
+    spark.conf.set(DRIVER_SOURCE_CONF, "0")
+    yield
+    spark.conf.unset(DRIVER_SOURCE_CONF)
+
+
+@pytest.fixture(params=["driver", "executors"])
+def merge_route(request: pytest.FixtureRequest, spark: Any) -> Iterator[str]:
+    """A merge test run on both routes: a small source merged on the driver (the default) and
+    the same merge on the executors."""
+    from carbonlite.spark.merge_builder import DRIVER_SOURCE_CONF
+
+    if request.param == "executors":
+        spark.conf.set(DRIVER_SOURCE_CONF, "0")
+    yield request.param
+    spark.conf.unset(DRIVER_SOURCE_CONF)

@@ -58,6 +58,12 @@ def jobs(monkeypatch: pytest.MonkeyPatch) -> list[ChangeJob]:
     return planned
 
 
+@pytest.fixture(autouse=True)
+def on_executors(merge_on_executors: None) -> None:
+    """Every merge here runs on the executors, where the job the driver plans is counted
+    (tests/spark/test_merge_on_driver.py tests the other route)."""
+
+
 def blocklets(job: ChangeJob) -> int:
     return sum(len(s.blocklets) for group in job.groups for s in group)
 

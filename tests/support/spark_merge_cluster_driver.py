@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     import pyarrow as pa
 
     import carbonlite as cl
-    from carbonlite.spark.merge_builder import CarbonMergeBuilder
+    from carbonlite.spark.merge_builder import DRIVER_SOURCE_CONF, CarbonMergeBuilder
     from tests.support.spark_cluster_driver import finish, start_cluster
     from tests.support.spark_data import assert_same_rows, source_rows
 
@@ -45,6 +45,8 @@ def main(argv: list[str]) -> int:
     spark, executors = start_cluster("carbonlite-merge-cluster-test")
     sc = spark.sparkContext
     summary: dict[str, Any] = {"executors": executors}
+    # a source this small merges as Table.merge on the driver by default: on the executors here
+    spark.conf.set(DRIVER_SOURCE_CONF, "0")
     source = spark.createDataFrame(incoming.to_pylist(), "id long, k string, v double")
     sc.setJobGroup("merge", "the merge under test")
     result = (
