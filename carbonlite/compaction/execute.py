@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from carbonlite.compaction.plan import CompactionTask
 from carbonlite.format import BlockletFileWriter, BlockletMeta
-from carbonlite.format.bloom import DEFAULT_BLOOM_FPP, BloomSpec
+from carbonlite.format.bloom import BloomSpec
 from carbonlite.format.pages import ordered_map
 from carbonlite.format.parquet_file import PARQUET_SUFFIX, ParquetBlockletWriter
 from carbonlite.metadata import BlockletEntry, BlockletsAppended
@@ -103,7 +103,7 @@ def _new_file(
             compression_level=task.compression_level,
             storage_options=storage_options,
             lookup_columns=lookup_columns(task),
-            lookup_fpp=task.blooms.fpp if task.blooms is not None else DEFAULT_BLOOM_FPP,
+            lookup_fpp=task.lookup_fpp,
             row_group_rows=task.blocklet_rows,
         )
     rel = stem + ".cblt"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from carbonlite.errors import InvalidOptionError
-from carbonlite.format.bloom import BloomSpec
+from carbonlite.format.bloom import DEFAULT_BLOOM_FPP, BloomSpec
 from carbonlite.format.parquet_file import is_parquet
 from carbonlite.metadata import SegmentState, Snapshot
 from carbonlite.metadata.columns import IDENTITY, ColumnLayout, column_ids
@@ -90,6 +90,9 @@ class CompactionTask:
     ``parquet`` or ``carbonlite`` (blocklet files)."""
     column_ids: tuple[int, ...] = ()
     """The id of each column of the schema (a Parquet output's field ids)."""
+    lookup_fpp: float = DEFAULT_BLOOM_FPP
+    """The false-positive rate of a Parquet output's bloom filters (``bloom_filter_fpp``),
+    on its bloom filter and secondary index columns alike."""
 
     @property
     def num_rows(self) -> int:
@@ -157,6 +160,7 @@ def _task(snapshot: Snapshot, inputs: Sequence[SegmentState], level: int) -> Com
         indexes=index_columns(snapshot.properties, snapshot.schema, snapshot.layout),
         columnar_format=props.columnar_format,
         column_ids=column_ids(snapshot.metadata),
+        lookup_fpp=props.bloom_filter_fpp,
     )
 
 

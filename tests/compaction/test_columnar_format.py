@@ -178,3 +178,22 @@ def test_parquet_segments_on_s3(place: Place) -> None:
     assert t.count_rows() == n
     assert t.to_arrow().sort_by(t.schema.names[0]).equals(data.sort_by(t.schema.names[0]))
     assert t.verify().ok
+
+
+def test_parquet_bloom_filters_take_the_tables_rate_on_index_only_columns(tmp_path: Path) -> None:
+    """A table with a secondary index and no bloom filter columns sizes its Parquet bloom
+    filters by ``bloom_filter_fpp`` too: a rarer false positive, a longer filter."""
+    lengths = {}
+    for fpp in ("0.3", "0.0001"):
+        props = {"handoff_blocklet_rows": "500", "secondary_index_columns": "id"}
+        t = cl.create_table(tmp_path / fpp, SCHEMA, properties={**props, "bloom_filter_fpp": fpp})
+        t.append(rows(0, 1000))
+        t.finish_streaming()
+        t.handoff()
+        [path] = columnar_files(t)
+        meta = pq.ParquetFile(str(tmp_path / fpp / path)).metadata
+        lengths[fpp] = [meta.row_group(g).column(0).bloom_filter_length for g in range(2)]
+    assert all(n > 0 for n in lengths["0.3"])
+    assert all(
+        strict > loose for strict, loose in zip(lengths["0.0001"], lengths["0.3"], strict=True)
+    )
