@@ -235,7 +235,8 @@ def _position_delete_file(storage: Storage, root: str, d: _Deleted) -> DataFileE
             pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": str(_POS_ID).encode()}),
         ]
     )
-    if not storage.exists(rel):
+    found = storage.exists(rel)
+    if not found or not _parquet_tail_intact(storage, rel):
         positions = d.positions(storage, root)
         table = pa.table(
             [pa.array([d.uri] * len(positions), pa.string()), pa.array(np.sort(positions))],
@@ -243,7 +244,7 @@ def _position_delete_file(storage: Storage, root: str, d: _Deleted) -> DataFileE
         )
         out = io.BytesIO()
         pq.write_table(table, out, compression="zstd")
-        storage.put_if_absent(rel, out.getvalue())
+        _put_named(storage, rel, out.getvalue(), replace=found)
     return DataFileEntry(
         path=storage.uri(rel),
         record_count=d.rows,
@@ -280,7 +281,7 @@ def _deletion_vectors(
                 )
             )
         data, where = puffin_file(blobs)
-        storage.put_if_absent(rel, data)
+        _put_named(storage, rel, data, replace=size > 0)
         placed = {d.uri: w for d, w in zip(deleted, where, strict=True)}
         size = len(data)
     return [
@@ -300,10 +301,30 @@ def _deletion_vectors(
     ]
 
 
+def _put_named(storage: Storage, rel: str, data: bytes, *, replace: bool) -> None:
+    """Write a delete file whose name stands for its bytes (the digest of the deletion
+    vectors it holds). ``replace``: a file found under the name is damaged (no footer could
+    be read), and is overwritten: any writer of the name writes these same bytes, so no
+    reader's file changes but a broken one."""
+    if replace:
+        storage.put(rel, data)
+    else:
+        storage.put_if_absent(rel, data)
+
+
+def _parquet_tail_intact(storage: Storage, rel: str) -> bool:
+    """Whether the Parquet file ``rel`` ends as one does: its footer's length, which fits
+    the file, then the magic ``PAR1`` (a truncated or overwritten file does not)."""
+    size = storage.size(rel)
+    if size < 12:
+        return False
+    tail = storage.read(rel, size - 8, size)
+    return tail[4:] == b"PAR1" and int.from_bytes(tail[:4], "little") + 12 <= size
+
+
 def _placed(storage: Storage, rel: str, size: int) -> dict[str, PuffinBlob] | None:
     """Where each blob of the Puffin file ``rel`` (of ``size`` bytes) lies, from its footer
-    (None: no footer could be read; the caller then places the blobs as it would write them,
-    and ``put_if_absent`` keeps the file that is there)."""
+    (None: no footer could be read, the file is damaged; the caller writes it again)."""
     want = 4096
     while True:
         tail = storage.read(rel, max(0, size - want), size)
