@@ -262,7 +262,14 @@ def _runs_in_page(page: str) -> list[Snippet]:
 RUNNABLE_PAGES = [page for page in PAGES if _runs_in_page(page)]
 
 
-@pytest.mark.parametrize("page", RUNNABLE_PAGES)
+HEAVY_PAGES = {"README.md", "docs/ENGINES.md", "docs/INGEST.md"}
+"""Pages whose examples take 8-18 s end to end (servers, brokers, engines): the slow tier."""
+
+
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.slow) if p in HEAVY_PAGES else p for p in RUNNABLE_PAGES],
+)
 def test_page_snippets_run(page: str, tmp_path: Path) -> None:
     ports = free_ports(page)
     runnable = [with_ports(s, ports) for s in _runs_in_page(page)]

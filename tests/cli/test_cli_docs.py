@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from carbonlite.metadata import LOG_FORMAT_VERSION
 from tests.cli.conftest import command_paths
 from tests.cli.doc_examples import (
@@ -95,6 +97,7 @@ NOT_RUN = {"carbonlite demo --dir /tmp/carbonlite-demo --rows 100000": "starts S
 (tests/spark/test_drivers.py runs ``demo`` in the slow tier), and why."""
 
 
+@pytest.mark.slow  # the whole session of the page, about 20 s: the slow tier
 def test_every_example_prints_what_the_page_shows() -> None:
     """The page's session from its first command (``cd`` into a new directory) to its last;
     every output compared with the one shown, what varies from run to run aside."""

@@ -367,7 +367,7 @@ def test_clean_keeps_every_file_a_kept_iceberg_snapshot_reads(tmp_path: Path) ->
     "partition_by",
     [
         ["n"],
-        ["name"],
+        pytest.param(["name"], marks=pytest.mark.slow),  # 600 partitions, 19 s: slow tier
         ["day(ts)"],
         ["month(ts)"],
         ["year(ts)"],

@@ -156,7 +156,14 @@ EXHAUSTIVE = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(EXHAUSTIVE))
+@pytest.mark.parametrize(
+    "name",
+    # one scenario in the default tier; the others take 5-19 s each: the slow tier
+    [
+        n if n == "one file, read in the window" else pytest.param(n, marks=pytest.mark.slow)
+        for n in sorted(EXHAUSTIVE)
+    ],
+)
 def test_two_ingesters_in_every_order(name: str) -> None:
     scenario, seams = EXHAUSTIVE[name]
     found = explore_all(scenario, check, limit=1_000, pause_at=seams)

@@ -40,7 +40,7 @@ from tests.support.generated import (
 from tests.support.log_model import Model, Op, Poll, Read, check_polls, check_reads
 from tests.support.scenarios import generate
 
-DEFAULT_SCHEDULES = range(0, 120)
+DEFAULT_SCHEDULES = range(0, 60)
 SLOW_MEMORY = range(100_000, 101_200)
 SLOW_LOCAL = range(200_000, 200_200)
 SLOW_S3 = range(300_000, 300_015)
