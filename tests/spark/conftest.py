@@ -126,3 +126,22 @@ def merge_route(request: pytest.FixtureRequest, spark: Any) -> Iterator[str]:
         spark.conf.set(DRIVER_SOURCE_CONF, "0")
     yield request.param
     spark.conf.unset(DRIVER_SOURCE_CONF)
+
+
+@pytest.fixture
+def jobs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The jobs a delete, update or merge from Spark plans for the executors
+    (``run_distributed_change``'s ``plan_change``, spied on): none when a merge runs on the
+    driver."""
+    import carbonlite.driver_changes
+
+    planned: list[Any] = []
+    real = carbonlite.driver_changes.plan_change
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        job, snapshot = real(*args, **kwargs)
+        planned.append(job)
+        return job, snapshot
+
+    monkeypatch.setattr(carbonlite.driver_changes, "plan_change", spy)
+    return planned

@@ -18,9 +18,9 @@ import pytest
 from pyspark.sql import functions as F
 
 import carbonlite as cl
-import carbonlite.driver_changes
 from carbonlite.spark.merge_builder import DRIVER_SOURCE_CONF, CarbonMergeBuilder
 from carbonlite.writer.distributed_changes import ChangeJob
+from tests.spark.merges import upsert
 
 pytestmark = pytest.mark.spark
 
@@ -50,36 +50,10 @@ def content(path: Path | str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def jobs(monkeypatch: pytest.MonkeyPatch) -> list[ChangeJob]:
-    """The jobs planned for the executors (run_distributed_change's plan_change, spied on)."""
-    planned: list[ChangeJob] = []
-    real = carbonlite.driver_changes.plan_change
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        job, snapshot = real(*args, **kwargs)
-        planned.append(job)
-        return job, snapshot
-
-    monkeypatch.setattr(carbonlite.driver_changes, "plan_change", spy)
-    return planned
-
-
-@pytest.fixture
 def limit(spark: Any) -> Iterator[Any]:
     """Sets ``spark.carbonlite.merge.driverSourceMaxBytes`` for one test."""
     yield lambda value: spark.conf.set(DRIVER_SOURCE_CONF, value)
     spark.conf.unset(DRIVER_SOURCE_CONF)
-
-
-def upsert(spark: Any, table: cl.Table, source: Any, condition: Any = "t.id = s.id") -> Any:
-    return (
-        CarbonMergeBuilder(spark, table, source.alias("s"), condition, alias="t")
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-        .collect()[0]
-        .asDict()
-    )
 
 
 @pytest.mark.parametrize("made_from", ["arrow", "python rows"])
@@ -253,7 +227,7 @@ def test_types_come_back_as_the_tables_own(
             ("day", pa.date32()),
         ]
     )
-    at = datetime.datetime(2026, 11, 29, 12, 30, tzinfo=datetime.UTC)
+    at = datetime.datetime(2026, 11, 29, 12, 30, tzinfo=datetime.timezone.utc)
     rows = pa.table(
         {
             "id": ["a", "b"],

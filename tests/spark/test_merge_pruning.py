@@ -16,11 +16,11 @@ import pytest
 from pyspark.sql import functions as F
 
 import carbonlite as cl
-import carbonlite.driver_changes
 import carbonlite.spark.merge_builder
 from carbonlite.spark.merge_builder import CarbonMergeBuilder, matched_keys
 from carbonlite.spark.row_change_job import delete_rows, unqualified, update_rows
 from carbonlite.writer.distributed_changes import ChangeJob
+from tests.spark.merges import upsert
 
 pytestmark = pytest.mark.spark
 
@@ -43,21 +43,6 @@ def content(path: Path | str) -> list[tuple[Any, ...]]:
     return sorted(rows, key=lambda r: [(v is None, v) for v in r])
 
 
-@pytest.fixture
-def jobs(monkeypatch: pytest.MonkeyPatch) -> list[ChangeJob]:
-    """The jobs the driver plans (run_distributed_change's plan_change, spied on)."""
-    planned: list[ChangeJob] = []
-    real = carbonlite.driver_changes.plan_change
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        job, snapshot = real(*args, **kwargs)
-        planned.append(job)
-        return job, snapshot
-
-    monkeypatch.setattr(carbonlite.driver_changes, "plan_change", spy)
-    return planned
-
-
 @pytest.fixture(autouse=True)
 def on_executors(merge_on_executors: None) -> None:
     """Every merge here runs on the executors, where the job the driver plans is counted
@@ -66,17 +51,6 @@ def on_executors(merge_on_executors: None) -> None:
 
 def blocklets(job: ChangeJob) -> int:
     return sum(len(s.blocklets) for group in job.groups for s in group)
-
-
-def merged(spark: Any, table: cl.Table, source: Any, condition: str = "t.id = s.id") -> Any:
-    return (
-        CarbonMergeBuilder(spark, table, source.alias("s"), condition, alias="t")
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-        .collect()[0]
-        .asDict()
-    )
 
 
 SOURCE = [(12, -12, "x"), (13, -13, "x"), (47, -47, "x"), (100, 100, "new"), (None, 7, "null")]
@@ -94,7 +68,7 @@ def test_a_merge_reads_only_the_blocklets_and_rows_of_the_source_keys(
     spark: Any, tmp_path: Path, jobs: list[ChangeJob]
 ) -> None:
     table, twin = make(tmp_path / "t"), make(tmp_path / "twin")
-    got = merged(spark, table, spark.createDataFrame(SOURCE, DDL))
+    got = upsert(spark, table, spark.createDataFrame(SOURCE, DDL))
     expected = twin_merge(twin)
     assert (
         (got["num_updated_rows"], got["num_inserted_rows"])
@@ -117,7 +91,7 @@ def test_a_source_too_large_to_collect_prunes_by_its_key_range(
     monkeypatch.setattr(carbonlite.spark.merge_builder, "COLLECTED_KEYS", 2)
     table, twin = make(tmp_path / "t"), make(tmp_path / "twin")
     source = [(12, -12, "x"), (25, -25, "x"), (31, 0, "x")]
-    got = merged(spark, table, spark.createDataFrame(source, DDL))
+    got = upsert(spark, table, spark.createDataFrame(source, DDL))
     twin.merge(
         pa.table({"id": [12, 25, 31], "v": [-12, -25, 0], "k": ["x"] * 3}, schema=SCHEMA), ["id"]
     )
@@ -131,7 +105,7 @@ def test_a_source_of_null_keys_reads_no_target_row_and_inserts(
     spark: Any, tmp_path: Path, jobs: list[ChangeJob]
 ) -> None:
     table = make(tmp_path / "t")
-    got = merged(spark, table, spark.createDataFrame([(None, 1, "n")], DDL))
+    got = upsert(spark, table, spark.createDataFrame([(None, 1, "n")], DDL))
     assert (got["num_updated_rows"], got["num_inserted_rows"]) == (0, 1)
     assert [job.groups for job in jobs] == [[]]
     assert len(content(table.path)) == ROWS + 1
