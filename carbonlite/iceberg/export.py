@@ -417,7 +417,7 @@ def _export(storage: Storage, root: str, snapshot: Any) -> IcebergState | None:
     if state is not None and state.carbonlite_version >= snapshot.version:
         return None
     schemas = list(doc["schemas"]) if doc else []
-    fields = iceberg_schema(snapshot.metadata)["fields"]
+    fields = iceberg_schema(snapshot.metadata, version=version)["fields"]
     schema_id = next((s["schema-id"] for s in schemas if s["fields"] == fields), None)
     if schema_id is None:
         schema_id = max((s["schema-id"] for s in schemas), default=-1) + 1

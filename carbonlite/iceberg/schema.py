@@ -4,13 +4,14 @@
 Types Iceberg cannot hold are refused with :class:`IcebergTypeError` naming the column:
 unsigned integers, timestamps in other units than microseconds (nanoseconds need format v3),
 times other than microseconds, durations, null columns, a column whose default is not null
-(Iceberg v2 reads the files written before it as null), and a date widened to a timestamp (no
-Iceberg promotion). Setting ``iceberg`` and every schema change of a table with it on are
+in format 2 (Iceberg v2 reads the files written before it as null; format 3 writes it as the
+column's ``initial-default``), and a date widened to a timestamp (no Iceberg promotion). Setting ``iceberg`` and every schema change of a table with it on are
 checked."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "IcebergTypeError",
     "check_iceberg_schema",
     "check_iceberg_table",
+    "default_json",
     "iceberg_schema",
     "iceberg_type",
     "last_column_id",
@@ -70,10 +72,19 @@ def check_iceberg_schema(metadata: Any, where: str, version: int = 2) -> None:
     (:class:`IcebergTypeError`)."""
     problems = [p for f in metadata.schema for p in _all_problems(f.name, f.type, version)]
     for f, c in zip(metadata.schema, metadata.columns, strict=False):
-        if c.has_default and c.default is not None:
+        if not c.has_default or c.default is None:
+            continue
+        if version < 3:
             problems.append(
                 f"column {f.name!r} has the default {c.default!r}: Iceberg v2 reads the files "
-                "written before it was added as null"
+                "written before it was added as null (iceberg=v3 holds it as the column's "
+                "initial-default)"
+            )
+        elif default_json(c.default, f.type) is None:
+            problems.append(
+                f"column {f.name!r} has the default {c.default!r}, of a type whose Iceberg "
+                "initial-default CarbonLite does not write (nested, or a float that is not "
+                "finite)"
             )
     for name in sorted(widened_from_dates(metadata)):
         problems.append(
@@ -181,19 +192,57 @@ def iceberg_type(t: pa.DataType, column_id: int, counter: list[int] | None = Non
     return _primitive(t)
 
 
-def iceberg_schema(metadata: Any, schema_id: int = 0) -> dict[str, Any]:
-    """The Iceberg schema (JSON object) of ``metadata``'s present columns."""
+def iceberg_schema(metadata: Any, schema_id: int = 0, version: int = 2) -> dict[str, Any]:
+    """The Iceberg schema (JSON object) of ``metadata``'s present columns; in format 3 a
+    column's default is its ``initial-default`` (what its rows in files written before it
+    was added read as) and ``write-default``."""
     fields = []
-    for f, cid in zip(metadata.schema, column_ids(metadata), strict=True):
-        fields.append(
-            {
-                "id": cid,
-                "name": f.name,
-                "required": not f.nullable,
-                "type": iceberg_type(f.type, cid),
-            }
-        )
+    for f, c, cid in zip(metadata.schema, metadata.columns, column_ids(metadata), strict=True):
+        field: dict[str, Any] = {
+            "id": cid,
+            "name": f.name,
+            "required": not f.nullable,
+            "type": iceberg_type(f.type, cid),
+        }
+        if version >= 3 and c.has_default and c.default is not None:
+            value = default_json(c.default, f.type)
+            field["initial-default"] = field["write-default"] = value
+        fields.append(field)
     return {"type": "struct", "schema-id": schema_id, "fields": fields}
+
+
+def default_json(value: Any, t: pa.DataType) -> Any:
+    """A primitive default in Iceberg's JSON single-value form (None: not written for this
+    type): numbers and booleans as JSON, decimals as text, dates, times and timestamps as ISO
+    text (``+00:00`` on an instant), strings as they are, binary as hex."""
+    if pat.is_boolean(t) or pat.is_integer(t):
+        return bool(value) if pat.is_boolean(t) else int(value)
+    if pat.is_floating(t):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if pat.is_decimal(t):
+        return str(value)
+    if pat.is_string(t) or pat.is_large_string(t):
+        return str(value)
+    if pat.is_binary(t) or pat.is_large_binary(t) or pat.is_fixed_size_binary(t):
+        return bytes(value).hex()
+    if pat.is_date(t):
+        return value.isoformat()
+    if pat.is_time(t):
+        return value.isoformat(timespec="microseconds")
+    if pat.is_timestamp(t):
+        text = pa.scalar(value, t).cast(pa.string()).as_py()  # the unit's digits, no rounding
+        if t.tz is None:
+            return text.replace(" ", "T")
+        return (
+            pa.scalar(value, t)
+            .cast(pa.timestamp(t.unit))
+            .cast(pa.string())
+            .as_py()
+            .replace(" ", "T")
+            + "+00:00"
+        )
+    return None
 
 
 def last_column_id(metadata: Any) -> int:

@@ -22,6 +22,7 @@ import carbonlite as cl
 from carbonlite.iceberg import read_state
 from tests.iceberg.test_iceberg_view import (
     SCHEMA_CHANGES,
+    T0,
     _filled,
     assert_readers_agree,
     canonical,
@@ -209,3 +210,52 @@ def test_a_damaged_delete_file_under_the_exports_name_is_written_again(
     handed_off(t)  # a new segment: a new view, the same deletes
     assert path.read_bytes() == good
     assert_readers_agree(t)
+
+
+def test_a_column_added_with_a_default_is_its_initial_default_in_v3(tmp_path: Path) -> None:
+    """Iceberg v3 gives a column an ``initial-default``: what its rows in files written
+    before it read as. pyiceberg and Polars read the rows handed off before the columns were
+    added with their defaults, as CarbonLite does; v2 still refuses such a column."""
+    t = _filled(tmp_path, "v3")
+    defaults = {
+        "count": 5,
+        "label": "none",
+        "since": dt.date(2026, 1, 1),
+        "at": dt.datetime(2026, 1, 1, 12, 30, 0, 250, tzinfo=dt.timezone.utc),
+        "ratio": 0.5,
+        "flag": True,
+    }
+    t.add_columns(
+        [
+            pa.field("count", pa.int64()),
+            pa.field("label", pa.string()),
+            pa.field("since", pa.date32()),
+            pa.field("at", pa.timestamp("us", tz="UTC")),
+            pa.field("ratio", pa.float64()),
+            pa.field("flag", pa.bool_()),
+        ],
+        defaults=defaults,
+    )
+    new = rows(2000, 300)
+    for name, values in {
+        "count": pa.array(range(300), pa.int64()),
+        "label": pa.array([f"x{i}" for i in range(300)]),
+        "since": pa.array([dt.date(2027, 1, 1)] * 300),
+        "at": pa.array([T0] * 300, pa.timestamp("us", tz="UTC")),
+        "ratio": pa.array([0.25] * 300),
+        "flag": pa.array([False] * 300),
+    }.items():
+        new = new.append_column(name, values)
+    t.append(new)
+    handed_off(t)
+    assert_readers_agree(t)
+    _, doc = read_state(t.storage, t.root)  # type: ignore[misc]
+    [schema] = [s for s in doc["schemas"] if s["schema-id"] == doc["current-schema-id"]]
+    given = {f["name"]: f.get("initial-default") for f in schema["fields"]}
+    assert given["count"] == 5 and given["label"] == "none" and given["since"] == "2026-01-01"
+    assert given["at"] == "2026-01-01T12:30:00.000250+00:00" and given["flag"] is True
+    old = StaticTable.from_metadata(latest_metadata(t)).scan(row_filter="id < 10").to_arrow()
+    assert set(old.column("count").to_pylist()) == {5}
+    assert set(old.column("at").to_pylist()) == {defaults["at"]}
+    with pytest.raises(cl.CarbonLiteError, match="'count' has the default 5: Iceberg v2"):
+        t.set_properties({"iceberg": "v2"})
