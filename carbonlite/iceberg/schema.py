@@ -5,8 +5,8 @@ Types Iceberg cannot hold are refused with :class:`IcebergTypeError` naming the 
 unsigned integers, timestamps in other units than microseconds (nanoseconds need format v3),
 times other than microseconds, durations, null columns, a column whose default is not null
 in format 2 (Iceberg v2 reads the files written before it as null; format 3 writes it as the
-column's ``initial-default``), and a date widened to a timestamp (no Iceberg promotion). Setting ``iceberg`` and every schema change of a table with it on are
-checked."""
+column's ``initial-default``), and a date widened to a timestamp (no Iceberg promotion).
+Setting ``iceberg`` and every schema change of a table with it on are checked."""
 
 from __future__ import annotations
 
@@ -231,17 +231,9 @@ def default_json(value: Any, t: pa.DataType) -> Any:
     if pat.is_time(t):
         return value.isoformat(timespec="microseconds")
     if pat.is_timestamp(t):
-        text = pa.scalar(value, t).cast(pa.string()).as_py()  # the unit's digits, no rounding
-        if t.tz is None:
-            return text.replace(" ", "T")
-        return (
-            pa.scalar(value, t)
-            .cast(pa.timestamp(t.unit))
-            .cast(pa.string())
-            .as_py()
-            .replace(" ", "T")
-            + "+00:00"
-        )
+        # the unit's digits, no rounding; an instant in UTC's wall time
+        text = pa.scalar(value, t).cast(pa.timestamp(t.unit)).cast(pa.string()).as_py()
+        return text.replace(" ", "T") + ("+00:00" if t.tz is not None else "")
     return None
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -339,14 +339,15 @@ class CarbonMergeBuilder:
         in Spark."""
         merge = self._as_table_merge()
         jdf = getattr(self._source, "_jdf", None)  # Spark Connect: no estimate
-        if merge is None or jdf is None or self._driver_limit() <= 0:
+        limit = self._driver_limit()
+        if merge is None or jdf is None or limit <= 0:
             return None
         names = self._table.schema.names
         source = self._source.select(*(F.col(_quoted(n)) for n in names))
         size = _estimate(source)
         if size >= _UNKNOWN_SIZE:  # Python data, an RDD: counted, at Spark's width per row
             size = source.count() * int(source._jdf.schema().defaultSize())
-        if size > self._driver_limit():
+        if size > limit:
             return None
         located = spark_schema_of(located_schema(self._table.schema))
         empty = self._spark.createDataFrame([], located)
@@ -383,19 +384,18 @@ class CarbonMergeBuilder:
         compares as Spark does; each kind of clause appears at most once, with no condition,
         as UPDATE * or DELETE (matched), INSERT * (not matched) or DELETE (not matched by
         source); and the source has every column of the table in the Spark type the table's
-        column reads as, which comes back as the table's own type."""
+        column reads as (the way back narrows it: ``types.relabel_from_spark``)."""
         names = self._table.schema.names
         keys = matched_keys(self._condition_text, self._alias, names)
         if not keys or sorted(keys) != sorted(equi_keys(self._condition_text, names)):
             return None
-        table_types = {f.name: f.dataType for f in spark_schema_of(self._table.schema).fields}
-        columns = self._source.columns
-        source_types = {f.name: f.dataType for f in self._source.schema.fields}
-        if len(set(columns)) != len(columns) or any(
+        fields = self._source.schema.fields
+        table_types, source_types = self._spark_types(fields)
+        if len(source_types) != len(fields) or any(
             source_types.get(n) != table_types[n] for n in names
         ):
-            return None
-        if not all(prunable_type(self._table.schema.field(k).type) for k in keys):
+            return None  # two source columns of one name, or one of another type
+        if self._comparable(keys, table_types, source_types) != keys:
             return None
         actions: dict[_Kind, str] = {}
         for clause in self._clauses:
@@ -413,20 +413,35 @@ class CarbonMergeBuilder:
             cast(NotMatchedBySourceAction, actions.get("not matched by source", "ignore")),
         )
 
+    def _spark_types(self, source_fields: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The Spark type of each column of the table, and of each of ``source_fields`` (the
+        source's schema's fields) by name."""
+        table = {f.name: f.dataType for f in spark_schema_of(self._table.schema).fields}
+        return table, {f.name: f.dataType for f in source_fields}
+
+    def _comparable(
+        self, keys: Sequence[str], table_types: Mapping[str, Any], source_types: Mapping[str, Any]
+    ) -> list[str]:
+        """Those of ``keys`` of one Spark type on both sides that CarbonLite compares as
+        Spark does (``touched.prunable_type``): the keys the target can be matched by outside
+        Spark."""
+        schema = self._table.schema
+        return [
+            k
+            for k in keys
+            if source_types.get(k) == table_types[k] and prunable_type(schema.field(k).type)
+        ]
+
     def _touched(self) -> Touched | None:
         """The target rows the merge can match: those whose keys (:func:`matched_keys` of a
         type both sides share and CarbonLite compares as Spark does) hold one of the
         source's key values, or lie within their range when the keys are too many to
         collect. None (every row) when no key qualifies or the source is not deterministic
         (read twice, once for its keys and once by the join, it could give other keys)."""
-        table_types = {f.name: f.dataType for f in spark_schema_of(self._table.schema).fields}
-        source_types = {f.name: f.dataType for f in self._source.schema.fields}
+        table_types, source_types = self._spark_types(self._source.schema.fields)
         arrow_types = {f.name: f.type for f in self._table.schema}
-        keys = [
-            k
-            for k in matched_keys(self._condition_text, self._alias, self._table.schema.names)
-            if source_types.get(k) == table_types[k] and prunable_type(arrow_types[k])
-        ]
+        matched = matched_keys(self._condition_text, self._alias, self._table.schema.names)
+        keys = self._comparable(matched, table_types, source_types)
         jdf = getattr(self._source, "_jdf", None)  # Spark Connect: no pruning
         if not keys or jdf is None or not jdf.queryExecution().analyzed().deterministic():
             return None
