@@ -11,7 +11,9 @@ Log versions older than ``log_retention`` (30 days) go too, up to the newest che
 itself older than that, so every remaining version can still be opened.
 
 A table with Iceberg metadata (docs/ICEBERG.md) keeps every data file a kept Iceberg snapshot
-reads, whatever the retention (its segment goes once no kept snapshot names it), and loses the
+reads, whatever the retention (its segment goes once no kept snapshot names it), and every
+file of a segment retired after the newest exported version (an export of an earlier version
+may still be pending and would name it), and loses the
 manifests, manifest lists and delete files of expired Iceberg snapshots.
 """
 
@@ -250,15 +252,16 @@ def clean(
     cutoff = _cutoff(now, retention * 1000)
     removed: dict[str, tuple[str, ...]] = {}
     nbytes = 0
-    # what the kept snapshots of a table publishing Iceberg still read (once ``iceberg`` is
-    # off, its last metadata is no longer kept whole)
+    # what the kept snapshots of a table publishing Iceberg still read, and what a late export
+    # of a version not yet exported may name (once ``iceberg`` is off, its last metadata is no
+    # longer kept whole)
     iceberg = named_files(log.storage, log.root) if props.iceberg != "off" else None
     for seg in snapshot.segments.values():
         if (
             seg.status in ("COMPACTED", "MARKED_FOR_DELETE")
             and seg.files
             and _expired(seg.status_time, cutoff)
-            and not (iceberg is not None and iceberg.data_files.intersection(seg.files))
+            and not (iceberg is not None and iceberg.may_name(seg))
         ):
             removed[seg.segment_id] = tuple(seg.files)
             nbytes += seg.num_bytes

@@ -626,6 +626,17 @@ class NamedFiles:
     """Data files (relative to the table root) a kept snapshot reads."""
     metadata_files: frozenset[str]
     """Files under ``metadata/`` a kept snapshot or the newest metadata needs (storage paths)."""
+    exported_version: int = -1
+    """The CarbonLite version of the newest Iceberg snapshot: an export of an older version
+    still pending (a post-commit step running late) writes nothing once this one exists."""
+
+    def may_name(self, segment: Any) -> bool:
+        """Whether an Iceberg snapshot, kept or yet to be written, may read ``segment``'s
+        files: one a kept snapshot names, or one retired after the newest exported version
+        (a version before its retirement may still be exported, naming it)."""
+        return bool(self.data_files.intersection(segment.files)) or (
+            segment.status_version > self.exported_version
+        )
 
 
 def _records(data: bytes) -> list[dict[str, Any]]:
@@ -659,7 +670,7 @@ def named_files(storage: Storage, root: str) -> NamedFiles | None:
                     data.add(file_path[len(base) :] if file_path.startswith(base) else file_path)
                 else:
                     kept.add(path_of(file_path))
-    return NamedFiles(frozenset(data), frozenset(kept))
+    return NamedFiles(frozenset(data), frozenset(kept), state.carbonlite_version)
 
 
 def stale_metadata_files(

@@ -28,7 +28,7 @@ from pyiceberg.table import StaticTable
 
 import carbonlite as cl
 from carbonlite.format.field_ids import field_id
-from carbonlite.iceberg import IcebergTypeError, read_state
+from carbonlite.iceberg import IcebergTypeError, export, read_state
 from carbonlite.metadata.columns import column_ids
 
 SCHEMA = pa.schema(
@@ -363,6 +363,43 @@ def test_clean_keeps_every_file_a_kept_iceberg_snapshot_reads(tmp_path: Path) ->
     assert_readers_agree(t)
 
 
+def test_a_forced_clean_keeps_what_a_late_export_would_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the view lags (post-commit steps that failed, or a process running late), a
+    forced clean keeps the files of a segment retired after the newest exported version: an
+    export of a version before its retirement may still come, and names them. Once a later
+    version is exported, that export writes nothing, and the files go with the retention."""
+    t = new_table(tmp_path / "t")
+    t.append(rows(0, 1000))
+    handed_off(t)
+    monkeypatch.setattr(export, "export_version", lambda *args: None)  # the view lags
+    t.append(rows(1000, 1000))
+    handed_off(t)
+    late = t.version
+    lagging = [
+        f.path
+        for s in t.snapshot().segments.values()
+        if s.status == "SUCCESS" and s.created_version == late
+        for f in s.files.values()
+    ]
+    assert lagging
+    t.compact("major")
+    t.clean(retention=0, force=True)
+    assert all((Path(t.root) / f).exists() for f in lagging)
+    monkeypatch.undo()
+    state = export.export_version(t.storage, t.root, t.snapshot(late))  # the late export
+    assert state is not None and state.carbonlite_version == late
+    table = StaticTable.from_metadata(latest_metadata(t))
+    assert canonical(table.scan().to_arrow()) == canonical(t.to_arrow(version=late))
+    t.set_properties({"deleted_data_retention": "0s"})  # exports the newest version
+    assert len(read_state(t.storage, t.root)[1]["snapshots"]) == 1  # type: ignore[index]
+    t.clean(retention=0, force=True)
+    assert not any((Path(t.root) / f).exists() for f in lagging)
+    assert export.export_version(t.storage, t.root, t.snapshot(late)) is None
+    assert_readers_agree(t)
+
+
 @pytest.mark.parametrize(
     "partition_by",
     [
@@ -432,7 +469,6 @@ def test_the_view_on_s3(s3_server: Any) -> None:
 def test_a_lost_race_for_a_metadata_document_reads_again(tmp_path: Path, monkeypatch: Any) -> None:
     """Two writers export at once: the one whose ``v<N>.metadata.json`` the other created
     first reads the metadata again and exports on it, never failing for the race."""
-    from carbonlite.iceberg import export
 
     t = _filled(tmp_path)
     stale = read_state(t.storage, t.root)
