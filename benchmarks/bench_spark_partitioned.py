@@ -115,7 +115,14 @@ def core_round(path: Path, first: int, batches: int, rows: int, partitions: int)
             }
         )
         files = write_partitioned_part(
-            plan, [batch], tag="core", partition=0, attempt=0, app_id="core", batch_id=b
+            plan,
+            [batch],
+            tag="core",
+            partition=0,
+            attempt=0,
+            app_id="core",
+            batch_id=b,
+            reuse=True,
         )
         commit_parts(
             plan,

@@ -88,9 +88,25 @@ def plan_write(
         planned_ms=now_ms(),
         append_files=table.storage.supports_append,
         partition_by=[] if snap.metadata.primary_key else list(snap.metadata.partition_by),
+        partition_streams=_partition_streams(snap)
+        if table.storage.supports_append and not overwrite and not snap.metadata.primary_key
+        else {},
         metadata=metadata,
         metadata_change=change,
     )
+
+
+def _partition_streams(snap: Snapshot) -> dict[tuple[Any, ...], tuple[str, dict[str, int]]]:
+    """Each partition's STREAMING segment (the newest, as ``Snapshot.streaming_segment``
+    finds it) with its files' committed lengths."""
+    streams: dict[tuple[Any, ...], tuple[str, dict[str, int]]] = {}
+    for seg in snap.segments.values():
+        if seg.status == "STREAMING" and seg.partition is not None:
+            streams[seg.partition] = (
+                seg.segment_id,
+                {p: f.committed_length for p, f in seg.files.items()},
+            )
+    return streams
 
 
 def _merged(
@@ -239,7 +255,9 @@ def _partitioned_commit(
 ) -> Callable[[Snapshot, TableWriter], AppendCommit]:
     """The workers' per-partition files, each committed to its partition's STREAMING segment
     (or a new one), all in one version; an overwrite replaces every partition, or with
-    ``dynamic_overwrite`` those written."""
+    ``dynamic_overwrite`` those written. A file a stream appended to in the segment the plan
+    found stays there (``FileAppendable`` refuses the commit if that segment stopped taking
+    appends, and ``TableWriter.commit`` then moves the blocklets to the new one)."""
     by_key: dict[tuple[Any, ...], list[BlockletsAppended]] = {}
     for f in files:
         by_key.setdefault(f.partition, []).append(f.appended)
@@ -249,13 +267,18 @@ def _partitioned_commit(
         appends: list[BlockletsAppended] = []
         new_segments: dict[str, tuple[Any, ...]] = {}
         for key, written in by_key.items():
+            stream = plan.partition_streams.get(key)
+            kept = [a for a in written if stream is not None and a.segment_id == stream[0]]
+            appends.extend(kept)
+            if len(kept) == len(written):
+                continue
             sid, created = writer.target_segment(
                 snapshot, overwrite=plan.overwrite, partition=key, number=number
             )
             if created:
                 new_segments[sid] = key
                 number += 1
-            appends.extend(replace(a, segment_id=sid) for a in written)
+            appends.extend(replace(a, segment_id=sid) for a in written if a not in kept)
         return AppendCommit(
             appends=tuple(appends),
             new_segments=frozenset(new_segments),

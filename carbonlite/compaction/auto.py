@@ -1,7 +1,8 @@
 """Auto compaction (Delta's auto compact): after a data commit, small streaming files converge.
 
-A stream into a partitioned table adds, each micro-batch, a new file per partition and task to
-that partition's STREAMING segment (``writer/partition_files.py``). With the table property
+A stream into a partitioned table on an object store adds, each micro-batch, a new file per
+partition and task to that partition's STREAMING segment (on local disk a task appends to its
+own file there, ``writer/partition_files.py``); so do batch writes. With the table property
 ``auto_compaction``, every data commit (``Table.append``/``overwrite``/row changes, and the
 Spark sinks' ``driver.commit_parts``) is followed by :func:`auto_compact`:
 

@@ -151,6 +151,7 @@ def write_task(
             attempt=attempt,
             app_id=app_id,
             batch_id=batch_id,
+            reuse=app_id is not None,  # a stream: its tag names its files batch after batch
         )
         return CarbonLiteCommitMessage(None, app_id, batch_id, partition, attempt, files)
     appended = write_part(
@@ -174,8 +175,9 @@ def _partitioned(messages: list[Any]) -> list[PartitionFile]:
 
 
 def _abort(plan: WritePlan, messages: list[Any]) -> None:
-    abort_parts(plan, _parts(messages))
-    discard_files(plan, [f.appended for f in _partitioned(messages)])
+    """Cut every file the tasks appended to back to its committed length (a stream's
+    partition files too), deleting those no version holds."""
+    abort_parts(plan, [*_parts(messages), *(f.appended for f in _partitioned(messages))])
 
 
 class _LeasedWriter:

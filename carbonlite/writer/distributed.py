@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from carbonlite.errors import CarbonLiteError, CommitConflictError
+from carbonlite.errors import CarbonLiteError
 from carbonlite.metadata import BlockletsAppended, Log
 from carbonlite.storage import open_storage
 from carbonlite.writer.append import WRITER_LOCK_TIMEOUT, lock_path
@@ -31,7 +31,7 @@ from carbonlite.writer.lease import Lease
 from carbonlite.writer.partition_files import PartitionFile, write_partition_files
 from carbonlite.writer.replace_where import checked_batches
 from carbonlite.writer.stream_file import write_blocklets
-from carbonlite.writer.write_plan import WritePlan, part_file
+from carbonlite.writer.write_plan import WritePlan, check_not_stale, part_file, task_lock_name
 
 if TYPE_CHECKING:
     pass
@@ -82,27 +82,13 @@ def write_part(
     file = part_file(plan, tag, partition, attempt)
     if not plan.append_files:
         return _write(storage, root, plan, file, 0, batches)
-    name = file.rsplit("/", 1)[-1][: -len(".cblt")]
+    name = task_lock_name(tag, partition, attempt)
     with storage.lock(lock_path(storage, root, name), timeout=WRITER_LOCK_TIMEOUT):
         committed = plan.committed.get(file, 0)
-        _check_not_stale(storage, root, plan, file, committed)
+        latest = Log(storage, root, storage.uri(root)).load_latest()
+        uri = storage.uri(storage.join(root, file))
+        check_not_stale(latest, plan, plan.segment_id, file, committed, uri)
         return _write(storage, root, plan, file, committed, batches)
-
-
-def _check_not_stale(storage: Any, root: str, plan: WritePlan, file: str, committed: int) -> None:
-    """Refuse to cut ``file`` back to a committed length the log has since moved past: this
-    part belongs to a plan other commits have overtaken (a zombie attempt)."""
-    latest = Log(storage, root, storage.uri(root)).load_latest()
-    seg = latest.segments.get(plan.segment_id)
-    now = seg.files.get(file) if seg is not None else None
-    if now is not None and now.committed_length != committed:
-        raise CommitConflictError(
-            f"{storage.uri(storage.join(root, file))!r} was committed up to "
-            f"{now.committed_length} bytes at version {latest.version}, past the "
-            f"{committed} bytes this write was planned on (version {plan.read_version}): a "
-            "later batch has committed into it, so this attempt is stale and writes nothing",
-            read_version=plan.read_version,
-        )
 
 
 def _write(
@@ -140,8 +126,11 @@ def write_partitioned_part(
     attempt: int,
     app_id: str | None = None,
     batch_id: int | None = None,
+    reuse: bool = False,
 ) -> list[PartitionFile]:
-    """Write one worker's rows into a partitioned table: one new file per partition."""
+    """Write one worker's rows into a partitioned table: one file per partition, with
+    ``reuse`` (a stream) the task's own file in each partition's STREAMING segment, appended
+    to from batch to batch (``write_partition_files``)."""
     if _skipped(plan, batches, app_id, batch_id):
         return []
     return write_partition_files(
@@ -152,17 +141,20 @@ def write_partitioned_part(
         task=partition,
         attempt=attempt,
         hashed=False,
+        reuse=reuse,
     )
 
 
 def lease_plan(plan: WritePlan, owner: str) -> Lease | None:
-    """A lease over the segment the plan's workers write into, held on the driver from planning
+    """A lease over the segments the plan's workers write into, held on the driver from planning
     until the commit or abort: recover leaves their files alone while the write is in flight,
     however long it takes (writer/lease.py)."""
     if plan.skip:
         return None
     storage, root = open_storage(plan.uri, plan.storage_options or None)
-    return Lease(storage, root, owner=owner, paths=[f"segments/{plan.segment_id}/"]).acquire()
+    paths = [f"segments/{plan.segment_id}/"]
+    paths.extend(f"segments/{sid}/" for sid, _ in plan.partition_streams.values())
+    return Lease(storage, root, owner=owner, paths=paths).acquire()
 
 
 def commit_leased(lease: Lease | None, commit: Callable[[], Any]) -> None:

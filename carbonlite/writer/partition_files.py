@@ -1,7 +1,9 @@
-"""Rows of one worker written as one new file per partition (Spark tasks writing into a
+"""Rows of one worker written as one file per partition (Spark tasks writing into a
 partitioned table, and publishing): the rows are split by partition as they stream in and a
-partition's rows are flushed as blocklets once a blocklet's worth has gathered. Each file
-lies in the directory of the write plan's segment, whichever segment it is committed to.
+partition's rows are flushed as blocklets once a blocklet's worth has gathered. A new file lies
+in the directory of the write plan's segment, whichever segment it is committed to; a stream's
+file in a partition's STREAMING segment lies in that segment's directory and grows batch after
+batch (``reuse``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,19 @@ from typing import Any
 import pyarrow as pa
 
 from carbonlite.format.row_hash import ContentSums, content_sums
-from carbonlite.metadata import BlockletsAppended
+from carbonlite.metadata import BlockletsAppended, Log, Snapshot
 from carbonlite.metadata.partition_spec import PartitionSpec
 from carbonlite.storage import open_storage
+from carbonlite.writer.append import WRITER_LOCK_TIMEOUT, lock_path
 from carbonlite.writer.bloom_files import discard_blooms
 from carbonlite.writer.partition_rows import partition_key
 from carbonlite.writer.stream_file import write_blocklets
-from carbonlite.writer.write_plan import WritePlan
+from carbonlite.writer.write_plan import (
+    WritePlan,
+    check_not_stale,
+    partition_stream_file,
+    task_lock_name,
+)
 
 __all__ = ["PartitionFile", "discard_files", "write_partition_files"]
 
@@ -51,15 +59,60 @@ def write_partition_files(
     task: int,
     attempt: int,
     hashed: bool,
+    reuse: bool = False,
 ) -> list[PartitionFile]:
-    """Write one worker's rows, one new file per partition; runs on an executor. With
-    ``hashed``, each partition's content sums come back too."""
+    """Write one worker's rows, one file per partition; runs on an executor. With
+    ``hashed``, each partition's content sums come back too. With ``reuse`` (a stream, whose
+    ``tag`` stays the same from batch to batch), a partition the plan found a STREAMING
+    segment for gets this task's own file in it, appended to after its committed length
+    (:func:`~carbonlite.writer.write_plan.partition_stream_file`), so a stream adds no file
+    per partition and batch; the task holds its writer lock meanwhile and refuses to write as
+    a zombie of an earlier batch (``check_not_stale``). Other partitions get a new file named
+    after the plan."""
     storage, root = open_storage(plan.uri, plan.storage_options or None)
+    reused = reuse and plan.append_files and not plan.overwrite and bool(plan.partition_streams)
+    with contextlib.ExitStack() as stack:
+        if reused:
+            name = task_lock_name(tag, task, attempt)
+            stack.enter_context(
+                storage.lock(lock_path(storage, root, name), timeout=WRITER_LOCK_TIMEOUT)
+            )
+        return _write_files(
+            storage, root, plan, batches, spec_json, tag, task, attempt, hashed, reused
+        )
+
+
+def _write_files(
+    storage: Any,
+    root: str,
+    plan: WritePlan,
+    batches: Iterable[pa.RecordBatch],
+    spec_json: Sequence[str],
+    tag: str,
+    task: int,
+    attempt: int,
+    hashed: bool,
+    reused: bool,
+) -> list[PartitionFile]:
     spec = PartitionSpec.from_json(list(spec_json), plan.schema)
     pending: dict[tuple[Any, ...], list[pa.Table]] = {}
     counts: dict[tuple[Any, ...], int] = {}
     sums: dict[tuple[Any, ...], ContentSums] = {}
     written: dict[tuple[Any, ...], BlockletsAppended] = {}
+    latest: list[Snapshot] = []  # the log as of the first reused file (read once)
+
+    def target(key: tuple[Any, ...]) -> tuple[str, str, int]:
+        """(segment, file, committed length) a partition's first rows go to."""
+        found = partition_stream_file(plan, key, tag, task, attempt) if reused else None
+        if found is None:
+            name = f"{tag}-{plan.plan_id}-{_key_tag(key)}-p{task:05d}-a{attempt}.cblt"
+            return plan.segment_id, f"segments/{plan.segment_id}/{name}", 0
+        segment_id, file, committed = found
+        if not latest:
+            latest.append(Log(storage, root, storage.uri(root)).load_latest())
+        uri = storage.uri(storage.join(root, file))
+        check_not_stale(latest[0], plan, segment_id, file, committed, uri)
+        return found
 
     def flush(key: tuple[Any, ...]) -> None:
         rows = pending.pop(key, [])
@@ -67,18 +120,15 @@ def write_partition_files(
         if not rows:
             return
         before = written.get(key)
-        file = (
-            before.file
-            if before is not None
-            else f"segments/{plan.segment_id}/{tag}-{plan.plan_id}-{_key_tag(key)}"
-            f"-p{task:05d}-a{attempt}.cblt"
+        segment_id, file, committed = (
+            target(key) if before is None else (before.segment_id, before.file, before.end)
         )
         appended = write_blocklets(
             storage,
             root,
-            segment_id=plan.segment_id,
+            segment_id=segment_id,
             file=file,
-            committed_length=before.end if before is not None else 0,
+            committed_length=committed,
             schema=plan.schema,
             batches=(b for t in rows for b in t.to_batches()),
             storage_options=plan.storage_options,

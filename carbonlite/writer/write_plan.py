@@ -11,14 +11,16 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonlite.errors import CommitConflictError
 from carbonlite.format.bloom import BloomSpec
 from carbonlite.format.pages import PageCodec
 from carbonlite.metadata.actions import TableMetadata
 from carbonlite.metadata.columns import IDENTITY, ColumnLayout, layout_of
+from carbonlite.metadata.snapshot import Snapshot
 from carbonlite.writer.batches import conformed_batches
 from carbonlite.writer.bloom_files import bloom_spec
 
-__all__ = ["WritePlan", "part_file"]
+__all__ = ["WritePlan", "check_not_stale", "part_file", "partition_stream_file", "task_lock_name"]
 
 
 @dataclass
@@ -49,6 +51,12 @@ class WritePlan:
     partition_by: list[str] = field(default_factory=list)
     """The table's partition fields when workers write one file per partition (a
     partitioned table without a primary key); empty otherwise."""
+    partition_streams: dict[tuple[Any, ...], tuple[str, dict[str, int]]] = field(
+        default_factory=dict
+    )
+    """Per partition key, the partition's STREAMING segment when planned and the committed
+    length of each of its files (local disks, not for an overwrite): a stream's task appends
+    to its own file there batch after batch (:func:`partition_stream_file`)."""
     dynamic_overwrite: bool = False
     """An overwrite of a partitioned table replaces only the partitions written (Spark's
     ``partitionOverwriteMode=dynamic``)."""
@@ -108,3 +116,44 @@ def part_file(plan: WritePlan, tag: str, partition: int, attempt: int) -> str:
     else:
         name = f"{tag}-{plan.plan_id}-p{partition:05d}-a{attempt}"
     return f"segments/{plan.segment_id}/{name}.cblt"
+
+
+def partition_stream_file(
+    plan: WritePlan, key: tuple[Any, ...], tag: str, task: int, attempt: int
+) -> tuple[str, str, int] | None:
+    """(segment id, file, committed length) of the file a task appends a partition's rows to
+    in that partition's STREAMING segment; None when the plan has no such segment for it (the
+    rows then go to a new file named after the plan). The file lies in its segment's own
+    directory and is named like an unpartitioned part (:func:`part_file`); the directory
+    keeps partitions apart, and a segment no later plan appends to (closed, handed off) is
+    never written again."""
+    stream = plan.partition_streams.get(key)
+    if stream is None:
+        return None
+    segment_id, files = stream
+    file = f"segments/{segment_id}/{tag}-p{task:05d}-a{attempt}-s{plan.file_schema_tag}.cblt"
+    return segment_id, file, files.get(file, 0)
+
+
+def task_lock_name(tag: str, task: int, attempt: int) -> str:
+    """The writer lock a task attempt holds over every file it appends to (its part, or its
+    file in each partition's segment): the owner lock ``recover`` finds for
+    ``<tag>-p<task>-a<attempt>-s<schema>.cblt`` (``writer.append.owner_lock_paths``)."""
+    return f"{tag}-p{task:05d}-a{attempt}"
+
+
+def check_not_stale(
+    latest: Snapshot, plan: WritePlan, segment_id: str, file: str, committed: int, uri: str
+) -> None:
+    """Refuse to cut ``file`` back to a committed length the log has since moved past: this
+    part belongs to a plan other commits have overtaken (a zombie attempt)."""
+    seg = latest.segments.get(segment_id)
+    now = seg.files.get(file) if seg is not None else None
+    if now is not None and now.committed_length != committed:
+        raise CommitConflictError(
+            f"{uri!r} was committed up to {now.committed_length} bytes at version "
+            f"{latest.version}, past the {committed} bytes this write was planned on (version "
+            f"{plan.read_version}): a later batch has committed into it, so this attempt is "
+            "stale and writes nothing",
+            read_version=plan.read_version,
+        )

@@ -14,6 +14,7 @@ import pytest
 import carbonlite as cl
 from carbonlite.errors import InvalidOptionError
 from tests.spark.streams import finish
+from tests.support.spark_data import KEYS, SOURCE_DDL, assert_same_rows, write_source_files
 
 pytestmark = pytest.mark.spark
 
@@ -73,6 +74,33 @@ def test_stream_partition_by_partitions_a_new_table(
     assert t.partition_by == ("region",)
     assert _partitions(sink) == [("ap",), ("eu",), ("us",)]
     assert t.to_arrow().sort_by("id").equals(_rows(0, 30))
+
+
+def test_a_partitioned_stream_adds_no_file_per_partition_and_batch(
+    spark: Any, tmp_path: Any, stop_queries: None
+) -> None:
+    """Issue 40 §4: each micro-batch's task appends to its own file in each partition's
+    STREAMING segment (``writer/partition_files.py``, ``reuse``)."""
+    source, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    batches = 6
+    expected = pa.concat_tables(write_source_files(source, batches, 20))
+    finish(
+        spark.readStream.schema(SOURCE_DDL)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(source)
+        .writeStream.format("carbonlite")
+        .partitionBy("k")
+        .option("checkpointLocation", ck)
+        .trigger(availableNow=True)
+        .start(sink)
+    )
+    t = cl.open_table(sink)
+    assert sum(h.operation == "STREAMING UPDATE" for h in t.history()) == batches
+    assert_same_rows(t.to_arrow(), expected, context="partitioned stream")
+    files = {s.partition: len(s.files) for s in t.snapshot().live_segments()}
+    # one task per micro-batch (one source file): its first batch's file, then its own file
+    # in the partition's segment, however many batches follow
+    assert len(files) == len(KEYS) and set(files.values()) == {2}, files
 
 
 def test_partitioning_other_than_the_tables_is_refused(spark: Any, tmp_path: Any) -> None:

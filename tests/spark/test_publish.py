@@ -218,7 +218,9 @@ def test_stream_into_a_partitioned_table_commits_each_micro_batch_once(
     commits = [h for h in t.history() if h.operation != "CREATE TABLE"]
     assert len(commits) == 3  # one version per micro-batch, each touching every partition
     files = [f.path for _, f in t.snapshot().iter_files()]
-    assert all(re.search(r"-p\d{5}-a\d+\.cblt$", f) for f in files), files
+    assert all(re.search(r"-p\d{5}-a\d+(-s[0-9a-f]{8})?\.cblt$", f) for f in files), files
+    # the first batch's file per partition, then the task's own file in its segment
+    assert {len(s.files) for s in t.snapshot().live_segments()} == {2}
     assert {s.partition for s in t.snapshot().live_segments()} == {
         (k,) for k in set(everything.column("k").to_pylist())
     }
