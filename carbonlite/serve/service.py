@@ -16,6 +16,8 @@
   put whose sequence is durable answers ``{"version": <committed version or null>,
   "skipped": true}`` and writes nothing.
 - ``DoAction("healthcheck")``: ``{"status": "ok" | "degraded", ...}`` (``health.py``).
+- Arrow Flight SQL on the same port (``flight_sql/``): a command, ticket or action that is
+  Flight SQL's goes there (SQL by an embedded DuckDB over the tables, read-only).
 
 Schema changes another writer commits while the service runs (``Table.rename_column``,
 ``drop_columns``, ``widen_column``, ``add_columns``): a put is conformed to the table's
@@ -69,6 +71,8 @@ from carbonlite.serve.answers import answering, answering_schema, guarded, one_l
 from carbonlite.serve.buffer import Buffer, Mark, Put, StaleReadError, marker_of
 from carbonlite.serve.catalog import Catalog
 from carbonlite.serve.conform import conformed_put, held_rows
+from carbonlite.serve.flight_sql import ACTIONS as SQL_ACTIONS
+from carbonlite.serve.flight_sql import FlightSqlCommands, SqlLimits, flight_sql_first
 from carbonlite.serve.flusher import Flusher, ProducerLocks
 from carbonlite.serve.health import health_report
 from carbonlite.serve.records import (
@@ -159,12 +163,14 @@ class FlightService(flight.FlightServerBase):
         flush_rows: int = 100_000,
         max_put_bytes: int = MAX_PUT_BYTES,
         wal_dir: str | None = None,
+        sql_limits: SqlLimits | None = None,
     ) -> None:
         location = listen_location(host, port)  # before anything is created or replayed
         if isinstance(max_put_bytes, bool) or not isinstance(max_put_bytes, int):
             raise InvalidOptionError(f"max_put_bytes must be an int, not {max_put_bytes!r}")
         self.catalog = Catalog(root)
         self.buffer = Buffer()
+        self.sql = FlightSqlCommands(self.catalog, buffer=self.buffer, limits=sql_limits)
         self.flush_interval = flush_interval
         self.flush_rows = flush_rows
         self.max_put_bytes = max_put_bytes
@@ -340,6 +346,7 @@ class FlightService(flight.FlightServerBase):
 
     # --- Flight: puts -------------------------------------------------------------------------
 
+    @flight_sql_first
     @answering
     def do_put(
         self,
@@ -465,6 +472,7 @@ class FlightService(flight.FlightServerBase):
             return snap.num_rows + sum(p.rows.num_rows for p in memory)
         return table.snapshot().num_rows
 
+    @flight_sql_first
     @answering_schema
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
@@ -472,6 +480,7 @@ class FlightService(flight.FlightServerBase):
         plan, _ = self._plan(_read_request(descriptor))
         return flight.SchemaResult(plan.schema)
 
+    @flight_sql_first
     @answering
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
@@ -520,6 +529,7 @@ class FlightService(flight.FlightServerBase):
         rows = sum(p.rows.num_rows for p in memory)
         return plan, (markers, mark, rows)
 
+    @flight_sql_first
     @answering
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
@@ -602,8 +612,9 @@ class FlightService(flight.FlightServerBase):
     # --- Flight: actions and the rest ---------------------------------------------------------
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
-        return list(_ACTIONS)
+        return list(_ACTIONS) + list(SQL_ACTIONS)
 
+    @flight_sql_first
     @answering
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action

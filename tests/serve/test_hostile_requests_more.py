@@ -348,12 +348,15 @@ def exchange_with(descriptor: flight.FlightDescriptor, *, data: bool) -> Call:
 
 
 def _other_cases() -> Iterator[Refused]:
-    for kind in (
+    for kind in (  # Flight's own actions the service does not take: UNIMPLEMENTED
         "CancelFlightInfo",
         "RenewFlightEndpoint",
         "SetSessionOptions",
         "GetSessionOptions",
         "CloseSession",
+    ):
+        yield Refused(f"action: {kind!r}", action(kind), kind="unimplemented")
+    for kind in (
         "ListActions",
         "DoPut",
         "healthcheck\x00",
@@ -445,6 +448,12 @@ def assert_answer(exc: Exception, kind: str) -> None:
     """The service's one-line answer of ``kind``, naming paths as the client knows them."""
     text = str(exc)
     assert "/proc/self/fd" not in text, text
+    if kind == "unimplemented":  # Flight's UNIMPLEMENTED (flight_sql/dispatch.py), one line
+        assert isinstance(exc, pa.ArrowNotImplementedError) and "\n" not in text, repr(exc)
+        assert "is not supported by this service" in text, text
+        for leak in ("Traceback", 'File "', "carbonlite/serve"):
+            assert leak not in text, text
+        return
     if kind == "failed":  # the service could not do it: also one line, never a traceback
         assert isinstance(exc, flight.FlightServerError) and "\n" not in text, repr(exc)
         for leak in ("Traceback", 'File "', "Python exception"):

@@ -1,0 +1,331 @@
+"""The Flight SQL calls the service answers, and their dispatch.
+
+- ``GetFlightInfo`` of ``CommandStatementQuery`` (or ``CommandPreparedStatementQuery``):
+  the query is checked (``engine.py``), the latest version of every table fixed with the
+  acknowledged rows it lacks (``readings.py``), the result's schema found, and one endpoint
+  returned whose ticket (``TicketStatementQuery``) carries the query, its parameters and
+  those readings, signed (``tickets.py``).
+- ``DoGet`` of that ticket: the query run over those readings, its batches streamed.
+- ``DoAction("CreatePreparedStatement")``: a handle, the result's and the parameters'
+  schemas (IPC-serialized); ``DoPut`` of ``CommandPreparedStatementQuery`` binds parameter
+  rows to it; ``DoAction("ClosePreparedStatement")`` forgets it.
+- ``GetFlightInfo``/``DoGet`` of ``GetCatalogs``, ``GetDbSchemas``, ``GetTables``,
+  ``GetTableTypes`` and ``GetSqlInfo`` (``metadata.py``): their ticket is the command.
+
+Every other Flight SQL command or action answers ``FlightUnimplementedError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+import carbonlite.serve.flight_sql.metadata as metadata
+from carbonlite.serve.buffer import Buffer, Mark
+from carbonlite.serve.catalog import Catalog
+from carbonlite.serve.flight_sql.dispatch import SqlUnsupportedError, guarded_stream
+from carbonlite.serve.flight_sql.engine import (
+    ReadTable,
+    SqlError,
+    SqlLimits,
+    SqlSandbox,
+    Statement,
+    checked_statement,
+)
+from carbonlite.serve.flight_sql.naming import sql_names
+from carbonlite.serve.flight_sql.protocol import (
+    ActionClosePreparedStatementRequest,
+    ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult,
+    CommandGetCatalogs,
+    CommandGetDbSchemas,
+    CommandGetSqlInfo,
+    CommandGetTables,
+    CommandGetTableTypes,
+    CommandPreparedStatementQuery,
+    CommandStatementQuery,
+    DoPutPreparedStatementResult,
+    Message,
+    TicketStatementQuery,
+    UnknownMessage,
+    decode_any,
+    encode_any,
+)
+from carbonlite.serve.flight_sql.readings import Reading, memory_rows, plan_readings
+from carbonlite.serve.flight_sql.tickets import StatementTicket, TicketSigner
+
+__all__ = ["ACTIONS", "MAX_PARAMETER_BYTES", "MAX_PREPARED", "FlightSqlCommands"]
+
+log = logging.getLogger("carbonlite.serve")
+
+ACTIONS = [
+    (
+        "CreatePreparedStatement",
+        "Flight SQL: prepare a query (body: an Any of ActionCreatePreparedStatementRequest).",
+    ),
+    (
+        "ClosePreparedStatement",
+        "Flight SQL: close a prepared statement (body: an Any of "
+        "ActionClosePreparedStatementRequest).",
+    ),
+]
+MAX_PREPARED = 1024
+"""Most prepared statements open at once (the oldest is closed to make room)."""
+MAX_PARAMETER_BYTES = 1024 * 1024
+"""Most bytes of parameter rows bound to a prepared statement at once."""
+_WRITES = frozenset(
+    {"CommandStatementUpdate", "CommandPreparedStatementUpdate", "CommandStatementIngest"}
+)
+_METADATA = (
+    CommandGetCatalogs,
+    CommandGetDbSchemas,
+    CommandGetTables,
+    CommandGetTableTypes,
+    CommandGetSqlInfo,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    statement: Statement
+    query: str
+    parameters: pa.Table | None = None
+
+
+def _unimplemented(message: Message) -> SqlUnsupportedError:
+    name = message.name if isinstance(message, UnknownMessage) else type(message).__name__
+    if name in _WRITES:
+        return SqlUnsupportedError(
+            f"Flight SQL {name}: the service's SQL is read-only. Write rows with DoPut (the "
+            "service's put command); change tables with the carbonlite API"
+        )
+    return SqlUnsupportedError(f"Flight SQL {name} is not supported by this service")
+
+
+def _no_transactions(transaction_id: bytes | None) -> None:
+    if transaction_id is not None:
+        raise SqlUnsupportedError(
+            "Flight SQL transactions are not supported: every query reads one snapshot"
+        )
+
+
+def _ipc_schema(schema: pa.Schema) -> bytes:
+    return bytes(schema.serialize().to_pybytes())
+
+
+class FlightSqlCommands:
+    """The Flight SQL side of one service, over its ``catalog``."""
+
+    def __init__(
+        self, catalog: Catalog, *, buffer: Buffer | None = None, limits: SqlLimits | None = None
+    ) -> None:
+        self.catalog = catalog
+        self.buffer = buffer
+        self.limits = limits or SqlLimits()
+        self.signer = TicketSigner()
+        self._prepared: OrderedDict[bytes, _Prepared] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # --- tables ---------------------------------------------------------------------------------
+
+    def _tables_now(self) -> dict[str, ReadTable]:
+        """Every table at its latest version, without its rows in memory (enough for a
+        result's schema)."""
+        readings, _ = plan_readings(self.catalog, None)
+        return {name: (t, r.version, None) for name, (t, r) in readings.items()}
+
+    def _tables_of(self, ticket: StatementTicket) -> dict[str, ReadTable]:
+        """The tables as ``ticket`` reads them: each at its version, with the rows in memory
+        that version lacks."""
+        mark = None if ticket.mark is None else Mark(*ticket.mark)
+        out: dict[str, ReadTable] = {}
+        for name, version in ticket.versions.items():
+            table = self.catalog.table(name)
+            reading = Reading(version, ticket.markers.get(name), ticket.through.get(name))
+            out[name] = (table, version, memory_rows(self.buffer, name, table, reading, mark))
+        return out
+
+    def _sql_tables(self) -> list[metadata.SqlTable]:
+        tables = self._tables_now()
+        out = []
+        for name, (schema, table) in sql_names(tables).items():
+            handle, version, _ = tables[name]
+            out.append(metadata.SqlTable(schema, table, handle.snapshot(version).schema))
+        return out
+
+    # --- GetFlightInfo, GetSchema, DoGet -------------------------------------------------------
+
+    def get_flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        message = decode_any(descriptor.command)
+        if isinstance(message, CommandStatementQuery):
+            _no_transactions(message.transaction_id)
+            prepared = _Prepared(checked_statement(message.query), message.query)
+            return self._statement_info(descriptor, prepared)
+        if isinstance(message, CommandPreparedStatementQuery):
+            return self._statement_info(descriptor, self._prepared_of(message.handle))
+        if isinstance(message, _METADATA):
+            answer = self._metadata(message)
+            endpoint = flight.FlightEndpoint(descriptor.command, [])
+            return flight.FlightInfo(answer.schema, descriptor, [endpoint], answer.num_rows, -1)
+        raise _unimplemented(message)
+
+    def get_schema(self, descriptor: flight.FlightDescriptor) -> pa.Schema:
+        message = decode_any(descriptor.command)
+        if isinstance(message, CommandStatementQuery):
+            statement = checked_statement(message.query)
+            with SqlSandbox(self._tables_now(), self.limits) as sandbox:
+                return sandbox.result_schema(statement)
+        if isinstance(message, _METADATA):
+            return self._metadata(message).schema
+        raise _unimplemented(message)
+
+    def _statement_info(
+        self, descriptor: flight.FlightDescriptor, prepared: _Prepared
+    ) -> flight.FlightInfo:
+        readings, mark = plan_readings(self.catalog, self.buffer)
+        tables: dict[str, ReadTable] = {n: (t, r.version, None) for n, (t, r) in readings.items()}
+        with SqlSandbox(tables, self.limits) as sandbox:
+            schema = sandbox.result_schema(prepared.statement)
+        ticket = self.signer.issue(
+            StatementTicket(
+                prepared.query,
+                versions={name: r.version for name, (_, r) in readings.items()},
+                parameters=prepared.parameters,
+                markers={n: r.markers for n, (_, r) in readings.items() if r.markers},
+                through={n: r.through for n, (_, r) in readings.items() if r.through},
+                mark=None if mark is None else (mark.instance, mark.commits),
+            )
+        )
+        endpoint = flight.FlightEndpoint(encode_any(TicketStatementQuery(ticket)), [])
+        return flight.FlightInfo(schema, descriptor, [endpoint], -1, -1)
+
+    def do_get(self, ticket: flight.Ticket) -> flight.FlightDataStream:
+        message = decode_any(ticket.ticket)
+        if isinstance(message, TicketStatementQuery):
+            signed = self.signer.check(message.handle)
+            statement = checked_statement(signed.query)
+            rows = [] if signed.parameters is None else _rows(signed.parameters)
+            sandbox = SqlSandbox(self._tables_of(signed), self.limits)
+            schema, batches = sandbox.batches(statement, rows)
+            return flight.GeneratorStream(schema, guarded_stream(batches, self.catalog.shown))
+        if isinstance(message, _METADATA):
+            return flight.RecordBatchStream(self._metadata(message))
+        raise _unimplemented(message)
+
+    def _metadata(self, message: Message) -> pa.Table:
+        if isinstance(message, CommandGetCatalogs):
+            return metadata.catalogs()
+        if isinstance(message, CommandGetDbSchemas):
+            return metadata.db_schemas(message, self._sql_tables())
+        if isinstance(message, CommandGetTables):
+            return metadata.tables(message, self._sql_tables())
+        if isinstance(message, CommandGetTableTypes):
+            return metadata.table_types()
+        assert isinstance(message, CommandGetSqlInfo)
+        return metadata.sql_info(message)
+
+    # --- prepared statements ------------------------------------------------------------------
+
+    def do_action(self, action: flight.Action) -> Iterator[flight.Result]:
+        body = action.body.to_pybytes() if action.body is not None else b""
+        if action.type == "CreatePreparedStatement":
+            message = decode_any(body)
+            if not isinstance(message, ActionCreatePreparedStatementRequest):
+                raise SqlError(
+                    "CreatePreparedStatement takes an ActionCreatePreparedStatementRequest"
+                )
+            _no_transactions(message.transaction_id)
+            yield flight.Result(encode_any(self._prepare(message.query)))
+            return
+        if action.type == "ClosePreparedStatement":
+            message = decode_any(body)
+            if not isinstance(message, ActionClosePreparedStatementRequest):
+                raise SqlError(
+                    "ClosePreparedStatement takes an ActionClosePreparedStatementRequest"
+                )
+            with self._lock:
+                self._prepared.pop(message.handle, None)
+            return
+        raise SqlUnsupportedError(f"the action {action.type!r} is not supported by this service")
+
+    def _prepare(self, query: str) -> ActionCreatePreparedStatementResult:
+        statement = checked_statement(query)
+        with SqlSandbox(self._tables_now(), self.limits) as sandbox:
+            schema = sandbox.result_schema(statement)
+        parameters = pa.schema(
+            [pa.field(str(i + 1), pa.null()) for i in range(statement.parameters)]
+        )
+        handle = secrets.token_bytes(16)
+        with self._lock:
+            self._prepared[handle] = _Prepared(statement, query)
+            while len(self._prepared) > MAX_PREPARED:
+                self._prepared.popitem(last=False)
+        return ActionCreatePreparedStatementResult(
+            handle, _ipc_schema(schema), _ipc_schema(parameters) if statement.parameters else b""
+        )
+
+    def _prepared_of(self, handle: bytes) -> _Prepared:
+        with self._lock:
+            prepared = self._prepared.get(handle)
+            if prepared is not None:
+                self._prepared.move_to_end(handle)
+        if prepared is None:
+            raise SqlError(
+                "no such prepared statement: it was closed, or the service was restarted since "
+                "it was made; prepare the query again"
+            )
+        return prepared
+
+    def do_put(
+        self,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        message = decode_any(descriptor.command)
+        if not isinstance(message, CommandPreparedStatementQuery):
+            raise _unimplemented(message)
+        prepared = self._prepared_of(message.handle)
+        rows = _parameter_rows(reader)
+        if rows.num_columns != prepared.statement.parameters:
+            raise SqlError(
+                f"the prepared query takes {prepared.statement.parameters} parameter(s), "
+                f"{rows.num_columns} column(s) were bound"
+            )
+        with self._lock:
+            if message.handle in self._prepared:
+                self._prepared[message.handle] = replace(prepared, parameters=rows)
+        writer.write(pa.py_buffer(DoPutPreparedStatementResult(message.handle).encode()))
+
+
+def _parameter_rows(reader: flight.MetadataRecordBatchReader) -> pa.Table:
+    """The bound parameter rows, at most :data:`MAX_PARAMETER_BYTES` of them (they travel in
+    the statement's tickets)."""
+    batches, size = [], 0
+    while True:
+        try:
+            chunk = reader.read_chunk()
+        except StopIteration:
+            break
+        if chunk.data is None:
+            continue
+        size += chunk.data.nbytes
+        if size > MAX_PARAMETER_BYTES:
+            raise SqlError(
+                f"the bound parameters hold more than {MAX_PARAMETER_BYTES} bytes: bind fewer "
+                "rows at a time"
+            )
+        batches.append(chunk.data)
+    return pa.Table.from_batches(batches, schema=reader.schema)
+
+
+def _rows(parameters: pa.Table) -> list[tuple[object, ...]]:
+    columns = [parameters.column(i).to_pylist() for i in range(parameters.num_columns)]
+    return list(zip(*columns, strict=True))
