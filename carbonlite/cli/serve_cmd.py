@@ -60,11 +60,18 @@ def serve(
     max_put_bytes: int = typer.Option(
         MAX_PUT_BYTES, "--max-put-bytes", help="Refuse a put holding more bytes of rows."
     ),
+    tls_cert: str | None = typer.Option(
+        None, "--tls-cert", metavar="PEM", help="Serve TLS with this certificate chain."
+    ),
+    tls_key: str | None = typer.Option(
+        None, "--tls-key", metavar="PEM", help="The private key of --tls-cert (unencrypted)."
+    ),
 ) -> None:
     """Serve every table under ROOT over Arrow Flight: ListFlights, GetFlightInfo, DoGet
     (committed splits and the rows still in memory), DoPut (exactly-once appends keyed by
-    producer and sequence, acknowledged once in the write-ahead log), and the action
-    healthcheck. SIGTERM (or Ctrl-C) flushes what is buffered and exits 0."""
+    producer and sequence, acknowledged once in the write-ahead log), the action
+    healthcheck, and read-only SQL over Arrow Flight SQL (ADBC, JDBC) on the same port.
+    SIGTERM (or Ctrl-C) flushes what is buffered and exits 0."""
     from carbonlite.serve.service import FlightService
 
     _check_options(flush_interval, flush_rows, max_put_bytes)
@@ -79,6 +86,8 @@ def serve(
         flush_interval=flush_interval,
         flush_rows=flush_rows,
         max_put_bytes=max_put_bytes,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
     stopping = threading.Event()
 
@@ -89,7 +98,8 @@ def serve(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    print(f"serving {service.catalog.root} on grpc://{host}:{service.port}", flush=True)
+    scheme = "grpc+tls" if tls_cert else "grpc"
+    print(f"serving {service.catalog.root} on {scheme}://{host}:{service.port}", flush=True)
     service.serve()  # returns once shutdown() ran
     service.close()
     print("stopped: every buffered put is committed", flush=True)

@@ -62,10 +62,10 @@ def _try_bind(host: str, port: int) -> None:
             ) from None
 
 
-def listen_location(host: object, port: object) -> str:
-    """The ``grpc://`` location for ``host`` and ``port``, after a socket was bound there:
-    :class:`InvalidOptionError` for a malformed one, :class:`ListenError` for one the
-    service cannot listen on."""
+def listen_location(host: object, port: object, *, tls: bool = False) -> str:
+    """The ``grpc://`` (``grpc+tls://`` with ``tls``) location for ``host`` and ``port``,
+    after a socket was bound there: :class:`InvalidOptionError` for a malformed one,
+    :class:`ListenError` for one the service cannot listen on."""
     checked_host, checked_port = _check_host(host), _check_port(port)
     _try_bind(checked_host, checked_port)
-    return f"grpc://{checked_host}:{checked_port}"
+    return f"{'grpc+tls' if tls else 'grpc'}://{checked_host}:{checked_port}"

@@ -85,6 +85,7 @@ from carbonlite.serve.records import (
     parse_put,
     parse_read,
 )
+from carbonlite.serve.tls import TlsFiles, tls_files
 from carbonlite.serve.wal import WriteAheadLog
 from carbonlite.serve.wire import BadRequestError, load_object, quote
 from carbonlite.table import Table
@@ -164,8 +165,11 @@ class FlightService(flight.FlightServerBase):
         max_put_bytes: int = MAX_PUT_BYTES,
         wal_dir: str | None = None,
         sql_limits: SqlLimits | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
     ) -> None:
-        location = listen_location(host, port)  # before anything is created or replayed
+        tls = tls_files(tls_cert, tls_key)  # both or neither, read before anything starts
+        location = listen_location(host, port, tls=tls is not None)  # nor created or replayed
         if isinstance(max_put_bytes, bool) or not isinstance(max_put_bytes, int):
             raise InvalidOptionError(f"max_put_bytes must be an int, not {max_put_bytes!r}")
         self.catalog = Catalog(root)
@@ -189,7 +193,8 @@ class FlightService(flight.FlightServerBase):
             flush_table=self._flush,
             retry_seconds=flush_interval,
         )
-        self._start(location, auth_token)
+        self.location = location
+        self._start(location, auth_token, tls)
         self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
         self._flusher.start()
 
@@ -202,14 +207,21 @@ class FlightService(flight.FlightServerBase):
             self.catalog.close()
             raise
 
-    def _start(self, location: str, auth_token: str | None) -> None:
+    def _start(self, location: str, auth_token: str | None, tls: TlsFiles | None) -> None:
         """Replay the log, then listen; on failure close what is open."""
         middleware = {"auth": _TokenAuth(auth_token)} if auth_token else None
+        certificates = [] if tls is None else [flight.CertKeyPair(tls.cert, tls.key)]
         try:
             self._replay()
             try:
-                super().__init__(location, middleware=middleware)
+                super().__init__(location, middleware=middleware, tls_certificates=certificates)
             except (pa.ArrowException, OSError) as exc:
+                if tls is not None:
+                    raise InvalidOptionError(
+                        f"cannot listen on {location} with the TLS certificate and key given "
+                        f"(do --tls-cert and --tls-key belong together, in PEM?): "
+                        f"{one_line(str(exc))}"
+                    ) from None
                 raise ListenError(f"cannot listen on {location}: {one_line(str(exc))}") from None
         except BaseException:
             self.wal.close()

@@ -241,6 +241,10 @@ DOORS = [
     door(1, "serve", D, "--port", "abc", needle="--port"),
     door(1, "serve", D, "--flush-interval", "0", needle="--flush-interval"),
     door(1, "serve", D, "--flush-rows", "0", needle="--flush-rows"),
+    door(1, "serve", D, "--tls-cert", F, needle="--tls-key"),
+    door(1, "serve", D, "--tls-key", F, needle="--tls-cert"),
+    door(1, "serve", D, "--tls-cert", M, "--tls-key", M, needle="cannot be read"),
+    door(1, "serve", D, "--tls-cert", F, "--tls-key", F, needle="not a PEM file"),
 ]
 
 
