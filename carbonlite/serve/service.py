@@ -174,7 +174,9 @@ class FlightService(flight.FlightServerBase):
             raise InvalidOptionError(f"max_put_bytes must be an int, not {max_put_bytes!r}")
         self.catalog = Catalog(root)
         self.buffer = Buffer()
-        self.sql = FlightSqlCommands(self.catalog, buffer=self.buffer, limits=sql_limits)
+        self.sql = FlightSqlCommands(
+            self.catalog, buffer=self.buffer, limits=sql_limits, read_info=self.read_info
+        )
         self.flush_interval = flush_interval
         self.flush_rows = flush_rows
         self.max_put_bytes = max_put_bytes
@@ -497,8 +499,19 @@ class FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        request = _read_request(descriptor)
+        return self.read_info(_read_request(descriptor), descriptor)
+
+    def read_info(
+        self, request: ReadRequest, descriptor: flight.FlightDescriptor | None
+    ) -> flight.FlightInfo:
+        """The read ``request`` planned: its schema and endpoints, one per split plus one for
+        the rows in memory (also Flight SQL's answer to a plain read of one table,
+        ``flight_sql/direct.py``; a None ``descriptor`` when only the schema is wanted)."""
         plan, memory = self._plan(request)
+        if descriptor is None:
+            return flight.FlightInfo(
+                plan.schema, flight.FlightDescriptor.for_path(request.table), [], -1, -1
+            )
         self._remember(request.table, plan, request.columns, request.filter)
         common = (request.table, plan.version, request.columns, request.filter)
         endpoints = [

@@ -1,6 +1,8 @@
 """Flight SQL's metadata calls through the ADBC driver (``adbc_get_objects`` at every depth,
-``adbc_get_table_schema``, table types, ``adbc_get_info``), their result schemas exactly as
-FlightSql.proto gives them, and ``UNIMPLEMENTED`` for what the service does not answer."""
+``adbc_get_table_schema``, table types, ``adbc_get_info``) and plain Flight calls
+(``GetPrimaryKeys``, ``GetXdbcTypeInfo``, which the ADBC driver's API does not reach), their
+result schemas exactly as FlightSql.proto gives them, and ``UNIMPLEMENTED`` for what the
+service does not answer."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from carbonlite.serve.flight_sql.protocol import (
     TYPE_URL_PREFIX,
     CommandGetCatalogs,
     CommandGetDbSchemas,
+    CommandGetPrimaryKeys,
     CommandGetSqlInfo,
     CommandGetTables,
     CommandGetTableTypes,
+    CommandGetXdbcTypeInfo,
     Message,
     encode_any,
 )
@@ -167,7 +171,11 @@ def test_metadata_schemas_are_exactly_the_specs(root: str) -> None:
 def test_what_is_not_supported_answers_unimplemented(root: str) -> None:
     with sql_service(root) as service:
         client = flight.FlightClient(f"grpc://127.0.0.1:{service.port}")
-        for name in ("CommandGetXdbcTypeInfo", "CommandGetPrimaryKeys", "CommandGetExportedKeys"):
+        for name in (
+            "CommandGetExportedKeys",
+            "CommandGetImportedKeys",
+            "CommandGetCrossReference",
+        ):
             descriptor = flight.FlightDescriptor.for_command(raw_any(name))
             with pytest.raises(pa.ArrowNotImplementedError, match=f"{name} is not supported"):
                 client.get_flight_info(descriptor)
@@ -192,3 +200,173 @@ def test_ingest_through_adbc_is_refused_naming_doput(root: str) -> None:
             cur.execute("SELECT count(*) FROM events")
             assert cur.fetchall() == [(3000,)]
     assert cl.open_table(os.path.join(root, "events")).count_rows() == 3000
+
+
+KEYED = pa.schema([("region", pa.string()), ("id", pa.int64()), ("v", pa.float64())])
+
+
+def test_primary_keys_in_the_specs_schema(root: str) -> None:
+    """Key columns in key order (not the schema's), for primary-key tables only, filtered by
+    exact catalog, schema and table names."""
+    cl.create_table(os.path.join(root, "keyed"), KEYED, primary_key=["id", "region"])
+    cl.create_table(os.path.join(root, "sales", "keyed"), KEYED, primary_key=["region"])
+    expected = pa.schema(
+        [
+            pa.field("catalog_name", STRING),
+            pa.field("db_schema_name", STRING),
+            pa.field("table_name", STRING, False),
+            pa.field("column_name", STRING, False),
+            pa.field("key_name", STRING),
+            pa.field("key_sequence", pa.int32(), False),
+        ]
+    )
+    with sql_service(root) as service:
+        client = flight.FlightClient(f"grpc://127.0.0.1:{service.port}")
+        schema, rows = fetch(client, CommandGetPrimaryKeys(table="keyed"))
+        assert schema == expected and rows.schema == expected
+        assert rows.to_pylist() == [
+            {
+                "catalog_name": "carbonlite",
+                "db_schema_name": "main",
+                "table_name": "keyed",
+                "column_name": "id",
+                "key_name": None,
+                "key_sequence": 1,
+            },
+            {
+                "catalog_name": "carbonlite",
+                "db_schema_name": "main",
+                "table_name": "keyed",
+                "column_name": "region",
+                "key_name": None,
+                "key_sequence": 2,
+            },
+            {
+                "catalog_name": "carbonlite",
+                "db_schema_name": "sales",
+                "table_name": "keyed",
+                "column_name": "region",
+                "key_name": None,
+                "key_sequence": 1,
+            },
+        ]
+        _, sales = fetch(client, CommandGetPrimaryKeys("carbonlite", "sales", "keyed"))
+        assert sales["column_name"].to_pylist() == ["region"]
+        for no_keys in (
+            CommandGetPrimaryKeys(table="events"),  # not a primary-key table
+            CommandGetPrimaryKeys("elsewhere", None, "keyed"),
+            CommandGetPrimaryKeys(None, "a/b", "keyed"),
+            CommandGetPrimaryKeys(table="kEyed"),  # an exact name, not a pattern
+        ):
+            schema, rows = fetch(client, no_keys)
+            assert schema == expected and rows.num_rows == 0, no_keys
+        assert (
+            client.get_schema(
+                flight.FlightDescriptor.for_command(
+                    encode_any(CommandGetPrimaryKeys(table="keyed"))
+                )
+            ).schema
+            == expected
+        )
+
+
+XDBC_SCHEMA = pa.schema(
+    [
+        pa.field("type_name", STRING, False),
+        pa.field("data_type", pa.int32(), False),
+        pa.field("column_size", pa.int32()),
+        pa.field("literal_prefix", STRING),
+        pa.field("literal_suffix", STRING),
+        pa.field("create_params", pa.list_(pa.field("item", STRING, False))),
+        pa.field("nullable", pa.int32(), False),
+        pa.field("case_sensitive", pa.bool_(), False),
+        pa.field("searchable", pa.int32(), False),
+        pa.field("unsigned_attribute", pa.bool_()),
+        pa.field("fixed_prec_scale", pa.bool_(), False),
+        pa.field("auto_increment", pa.bool_()),
+        pa.field("local_type_name", STRING),
+        pa.field("minimum_scale", pa.int32()),
+        pa.field("maximum_scale", pa.int32()),
+        pa.field("sql_data_type", pa.int32(), False),
+        pa.field("datetime_subcode", pa.int32()),
+        pa.field("num_prec_radix", pa.int32()),
+        pa.field("interval_precision", pa.int32()),
+    ]
+)
+"""GetXdbcTypeInfo's result schema, written out from FlightSql.proto."""
+
+COLUMN_TYPES = pa.schema(
+    [
+        ("i8", pa.int8()),
+        ("i16", pa.int16()),
+        ("i32", pa.int32()),
+        ("i64", pa.int64()),
+        ("u8", pa.uint8()),
+        ("u16", pa.uint16()),
+        ("u32", pa.uint32()),
+        ("u64", pa.uint64()),
+        ("f32", pa.float32()),
+        ("f64", pa.float64()),
+        ("b", pa.bool_()),
+        ("s", pa.string()),
+        ("ls", pa.large_string()),
+        ("bin", pa.binary()),
+        ("fbin", pa.binary(4)),
+        ("dec", pa.decimal128(10, 2)),
+        ("d32", pa.date32()),
+        ("d64", pa.date64()),
+        ("ts_s", pa.timestamp("s")),
+        ("ts_ms", pa.timestamp("ms")),
+        ("ts_us", pa.timestamp("us")),
+        ("ts_ns", pa.timestamp("ns")),
+        ("tz_us", pa.timestamp("us", "UTC")),
+        ("tz_ns", pa.timestamp("ns", "UTC")),
+        ("t32", pa.time32("ms")),
+        ("t64", pa.time64("ns")),
+        ("dur", pa.duration("us")),
+        ("nul", pa.null()),
+        ("lst", pa.list_(pa.int32())),
+        ("fl", pa.list_(pa.int8(), 3)),
+        ("mp", pa.map_(pa.string(), pa.int64())),
+        ("st", pa.struct([("a", pa.int32())])),
+    ]
+)
+"""A column of every CarbonLite column type DuckDB reads."""
+
+
+def base_type(duckdb_type: str) -> str:
+    """``DECIMAL(10,2)`` -> ``DECIMAL``, ``INTEGER[]`` -> ``LIST``, ``TINYINT[3]`` ->
+    ``ARRAY``, ``"NULL"`` -> ``NULL``."""
+    if duckdb_type.endswith("[]"):
+        return "LIST"
+    if duckdb_type.endswith("]"):
+        return "ARRAY"
+    return duckdb_type.split("(")[0].strip('"')
+
+
+def test_xdbc_type_info_covers_every_type_a_column_is_given(root: str) -> None:
+    cl.create_table(os.path.join(root, "typed"), COLUMN_TYPES)
+    with sql_service(root) as service:
+        client = flight.FlightClient(f"grpc://127.0.0.1:{service.port}")
+        schema, info = fetch(client, CommandGetXdbcTypeInfo())
+        assert schema == XDBC_SCHEMA and info.schema == XDBC_SCHEMA
+        names = info["type_name"].to_pylist()
+        assert len(names) == len(set(names))
+        order = list(zip(info["data_type"].to_pylist(), names, strict=True))
+        assert order == sorted(order)  # by data_type, then type_name, as the spec asks
+
+        typeof = ", ".join(f"typeof({n}) AS {n}" for n in COLUMN_TYPES.names)
+        with adbc_connect(service) as conn, conn.cursor() as cur:
+            # the table is empty: one row of NULLs of its columns' types
+            cur.execute(f"SELECT {typeof} FROM (SELECT NULL) LEFT JOIN typed ON true")
+            [row] = cur.fetch_arrow_table().to_pylist()
+        missing = {c: t for c, t in row.items() if base_type(t) not in names}
+        assert not missing, missing
+        assert {base_type(t) for t in row.values()} >= {"UBIGINT", "TIMESTAMP_NS", "MAP"}
+
+        _, bigints = fetch(client, CommandGetXdbcTypeInfo(-5))  # XDBC_BIGINT
+        assert bigints["type_name"].to_pylist() == ["BIGINT", "UBIGINT"]
+        assert bigints["unsigned_attribute"].to_pylist() == [False, True]
+        _, times = fetch(client, CommandGetXdbcTypeInfo(93))  # XDBC_TIMESTAMP
+        assert set(times["sql_data_type"].to_pylist()) == {9}  # XDBC_DATETIME
+        assert fetch(client, CommandGetXdbcTypeInfo(12345))[1].num_rows == 0

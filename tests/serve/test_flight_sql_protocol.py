@@ -17,8 +17,10 @@ from carbonlite.serve.flight_sql.protocol import (
     ActionCreatePreparedStatementRequest,
     ActionCreatePreparedStatementResult,
     CommandGetDbSchemas,
+    CommandGetPrimaryKeys,
     CommandGetSqlInfo,
     CommandGetTables,
+    CommandGetXdbcTypeInfo,
     CommandPreparedStatementQuery,
     CommandStatementQuery,
     ProtocolError,
@@ -51,6 +53,8 @@ messages = st.one_of(
         st.lists(texts, max_size=4).map(tuple),
         st.booleans(),
     ),
+    st.builds(CommandGetPrimaryKeys, optional_texts, optional_texts, texts),
+    st.builds(CommandGetXdbcTypeInfo, st.none() | st.integers(-(2**31), 2**31 - 1)),
 )
 
 
@@ -77,6 +81,15 @@ def test_encodings_match_protobufs() -> None:
     # unknown fields (a varint 9, a fixed64 10, a fixed32 11) are skipped
     extra = b"\x48\x01" + b"\x51" + bytes(8) + b"\x5d" + bytes(4)
     assert CommandGetTables.decode(b"\x28\x01" + extra) == CommandGetTables(include_schema=True)
+    # an int32 of -5 (XDBC_BIGINT) travels as a ten-byte varint
+    bigint = b"\x08" + b"\xfb" + b"\xff" * 8 + b"\x01"
+    assert CommandGetXdbcTypeInfo(-5).encode() == bigint
+    assert CommandGetXdbcTypeInfo.decode(bigint) == CommandGetXdbcTypeInfo(-5)
+    assert CommandGetXdbcTypeInfo.decode(b"") == CommandGetXdbcTypeInfo(None)
+    # GetPrimaryKeys: catalog 1, db_schema 2, table 3
+    keys = b"\x12\x04main\x1a\x06events"
+    assert CommandGetPrimaryKeys.decode(keys) == CommandGetPrimaryKeys(None, "main", "events")
+    assert CommandGetPrimaryKeys(None, "main", "events").encode() == keys
 
 
 def test_other_bytes_are_not_flight_sql() -> None:
@@ -117,6 +130,7 @@ def test_tickets_carry_query_versions_and_parameters() -> None:
         markers={"events": {"p1": 4, "p2": None}},
         through={"events": {"p1": 9}},
         mark=("run-1", 12),
+        past={"events@v1": 1, "sales/eu@2026-11-29T10:00:00Z": 0},
     )
     assert signer.check(signer.issue(ticket)) == ticket
     plain = StatementTicket("SELECT 1", {})

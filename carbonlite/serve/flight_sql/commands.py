@@ -1,18 +1,27 @@
 """The Flight SQL calls the service answers, and their dispatch.
 
 - ``GetFlightInfo`` of ``CommandStatementQuery`` (or ``CommandPreparedStatementQuery``):
-  the query is checked (``engine.py``), the latest version of every table fixed with the
-  acknowledged rows it lacks (``readings.py``), the result's schema found, and one endpoint
-  returned whose ticket (``TicketStatementQuery``) carries the query, its parameters and
-  those readings, signed (``tickets.py``).
+  the query is checked (``engine.py``), the latest version of every table it reads fixed
+  with the acknowledged rows it lacks (``readings.py``), and the version of each past one
+  it names (``"events@v3"``, ``references.py``), the result's schema found (a prepared
+  statement's, found when it was prepared, is used again while those versions are the
+  same), and one endpoint returned whose ticket (``TicketStatementQuery``) carries the
+  query, its parameters and those readings, signed (``tickets.py``).
 - ``DoGet`` of that ticket: the query run over those readings, its batches streamed.
+- A plain read of one table (``SELECT * FROM events``, ``SELECT k, kind FROM sales.eu``:
+  ``direct.py``) is answered instead with the endpoints of the service's own read of it
+  (``FlightService.read_info``): one per split plus the rows in memory, at one version,
+  in the table's own Arrow types, read in parallel by the client; DuckDB is not involved.
 - ``DoAction("CreatePreparedStatement")``: a handle, the result's and the parameters'
   schemas (IPC-serialized); ``DoPut`` of ``CommandPreparedStatementQuery`` binds parameter
   rows to it; ``DoAction("ClosePreparedStatement")`` forgets it.
 - ``GetFlightInfo``/``DoGet`` of ``GetCatalogs``, ``GetDbSchemas``, ``GetTables``,
-  ``GetTableTypes`` and ``GetSqlInfo`` (``metadata.py``): their ticket is the command.
+  ``GetTableTypes``, ``GetPrimaryKeys``, ``GetSqlInfo`` (``metadata.py``) and
+  ``GetXdbcTypeInfo`` (``xdbc.py``): their ticket is the command.
 
-Every other Flight SQL command or action answers ``FlightUnimplementedError``.
+Every other Flight SQL command or action answers ``FlightUnimplementedError``. One query
+through ADBC (prepare, GetFlightInfo, DoGet) builds two sandboxes, each registering only the
+tables the query names (counted in :class:`SqlWork`).
 """
 
 from __future__ import annotations
@@ -21,15 +30,17 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 import carbonlite.serve.flight_sql.metadata as metadata
+from carbonlite.errors import CarbonLiteError
 from carbonlite.serve.buffer import Buffer, Mark
 from carbonlite.serve.catalog import Catalog
+from carbonlite.serve.flight_sql.direct import read_columns, served_table
 from carbonlite.serve.flight_sql.dispatch import SqlUnsupportedError, guarded_stream
 from carbonlite.serve.flight_sql.engine import (
     ReadTable,
@@ -46,9 +57,11 @@ from carbonlite.serve.flight_sql.protocol import (
     ActionCreatePreparedStatementResult,
     CommandGetCatalogs,
     CommandGetDbSchemas,
+    CommandGetPrimaryKeys,
     CommandGetSqlInfo,
     CommandGetTables,
     CommandGetTableTypes,
+    CommandGetXdbcTypeInfo,
     CommandPreparedStatementQuery,
     CommandStatementQuery,
     DoPutPreparedStatementResult,
@@ -59,9 +72,13 @@ from carbonlite.serve.flight_sql.protocol import (
     encode_any,
 )
 from carbonlite.serve.flight_sql.readings import Reading, memory_rows, plan_readings
+from carbonlite.serve.flight_sql.references import chosen_tables, past_version
 from carbonlite.serve.flight_sql.tickets import StatementTicket, TicketSigner
+from carbonlite.serve.flight_sql.xdbc import xdbc_type_info
+from carbonlite.serve.records import ReadRequest
+from carbonlite.table import Table
 
-__all__ = ["ACTIONS", "MAX_PARAMETER_BYTES", "MAX_PREPARED", "FlightSqlCommands"]
+__all__ = ["ACTIONS", "MAX_PARAMETER_BYTES", "MAX_PREPARED", "FlightSqlCommands", "SqlWork"]
 
 log = logging.getLogger("carbonlite.serve")
 
@@ -89,6 +106,8 @@ _METADATA = (
     CommandGetTables,
     CommandGetTableTypes,
     CommandGetSqlInfo,
+    CommandGetPrimaryKeys,
+    CommandGetXdbcTypeInfo,
 )
 
 
@@ -97,6 +116,40 @@ class _Prepared:
     statement: Statement
     query: str
     parameters: pa.Table | None = None
+    schema: pa.Schema | None = None
+    """The result's schema, found when the statement was prepared..."""
+    versions: dict[str, int] = field(default_factory=dict)
+    """... at these versions of the tables it reads (past names included)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a query's sandbox registers: service name (or past name) -> the table as read."""
+
+    tables: dict[str, ReadTable]
+    past: dict[str, int]
+    """Past name (``"<table>@<suffix>"``) -> its version."""
+
+    @property
+    def versions(self) -> dict[str, int]:
+        return {name: version for name, (_, version, _) in self.tables.items()}
+
+
+@dataclass(slots=True)
+class SqlWork:
+    """The work the Flight SQL side has done, counted."""
+
+    sandboxes: int = 0
+    """DuckDB sandboxes built (one per result schema found or query run)."""
+    tables_registered: int = 0
+    """Tables (and past versions) registered in them."""
+    plain_reads: int = 0
+    """Queries answered by the service's own read of a table (``direct.py``)."""
+
+
+ReadInfo = Callable[[ReadRequest, "flight.FlightDescriptor | None"], flight.FlightInfo]
+"""The service's own read of a table: its schema and endpoints (``FlightService.read_info``;
+a None descriptor when only the schema is wanted)."""
 
 
 def _unimplemented(message: Message) -> SqlUnsupportedError:
@@ -124,40 +177,68 @@ class FlightSqlCommands:
     """The Flight SQL side of one service, over its ``catalog``."""
 
     def __init__(
-        self, catalog: Catalog, *, buffer: Buffer | None = None, limits: SqlLimits | None = None
+        self,
+        catalog: Catalog,
+        *,
+        buffer: Buffer | None = None,
+        limits: SqlLimits | None = None,
+        read_info: ReadInfo | None = None,
     ) -> None:
         self.catalog = catalog
         self.buffer = buffer
+        self.read_info = read_info
         self.limits = limits or SqlLimits()
         self.signer = TicketSigner()
         self._prepared: OrderedDict[bytes, _Prepared] = OrderedDict()
         self._lock = threading.Lock()
+        self.work = SqlWork()
 
     # --- tables ---------------------------------------------------------------------------------
 
-    def _tables_now(self) -> dict[str, ReadTable]:
-        """Every table at its latest version, without its rows in memory (enough for a
-        result's schema)."""
+    def _latest(self) -> dict[str, tuple[Table, int]]:
+        """Every table and its latest version."""
         readings, _ = plan_readings(self.catalog, None)
-        return {name: (t, r.version, None) for name, (t, r) in readings.items()}
+        return {name: (t, r.version) for name, (t, r) in readings.items()}
+
+    def _plan(self, statement: Statement, latest: Mapping[str, tuple[Table, int]]) -> _Plan:
+        """The tables ``statement`` reads, of those in ``latest`` (at those versions, without
+        their rows in memory: enough for a result's schema), and the past versions it names."""
+        chosen = chosen_tables(statement.tables, sql_names(latest))
+        tables: dict[str, ReadTable] = {n: (*latest[n], None) for n in chosen.names}
+        past: dict[str, int] = {}
+        for key, (name, suffix) in chosen.past.items():
+            table = latest[name][0]
+            past[key] = past_version(table, suffix, name)
+            tables[key] = (table, past[key], None)
+        return _Plan(tables, past)
 
     def _tables_of(self, ticket: StatementTicket) -> dict[str, ReadTable]:
         """The tables as ``ticket`` reads them: each at its version, with the rows in memory
-        that version lacks."""
+        that version lacks, and the past versions it names."""
         mark = None if ticket.mark is None else Mark(*ticket.mark)
         out: dict[str, ReadTable] = {}
         for name, version in ticket.versions.items():
             table = self.catalog.table(name)
             reading = Reading(version, ticket.markers.get(name), ticket.through.get(name))
             out[name] = (table, version, memory_rows(self.buffer, name, table, reading, mark))
+        for key, version in ticket.past.items():
+            out[key] = (self.catalog.table(key.rpartition("@")[0]), version, None)
         return out
 
+    def _sandbox(self, tables: Mapping[str, ReadTable]) -> SqlSandbox:
+        sandbox = SqlSandbox(tables, self.limits)
+        with self._lock:
+            self.work.sandboxes += 1
+            self.work.tables_registered += len(tables)
+        return sandbox
+
     def _sql_tables(self) -> list[metadata.SqlTable]:
-        tables = self._tables_now()
+        tables = self._latest()
         out = []
         for name, (schema, table) in sql_names(tables).items():
-            handle, version, _ = tables[name]
-            out.append(metadata.SqlTable(schema, table, handle.snapshot(version).schema))
+            handle, version = tables[name]
+            snap = handle.snapshot(version)
+            out.append(metadata.SqlTable(schema, table, snap.schema, snap.metadata.primary_key))
         return out
 
     # --- GetFlightInfo, GetSchema, DoGet -------------------------------------------------------
@@ -180,27 +261,57 @@ class FlightSqlCommands:
         message = decode_any(descriptor.command)
         if isinstance(message, CommandStatementQuery):
             statement = checked_statement(message.query)
-            with SqlSandbox(self._tables_now(), self.limits) as sandbox:
+            plain = self._plain(statement)
+            if plain is not None and self.read_info is not None:
+                return self.read_info(plain, None).schema
+            with self._sandbox(self._plan(statement, self._latest()).tables) as sandbox:
                 return sandbox.result_schema(statement)
         if isinstance(message, _METADATA):
             return self._metadata(message).schema
         raise _unimplemented(message)
 
+    def _plain(self, statement: Statement) -> ReadRequest | None:
+        """The service's own read that answers ``statement``, when it is a plain read of one
+        table (``direct.py``) and the service reads for it; None otherwise."""
+        if statement.plain is None or self.read_info is None:
+            return None
+        name = served_table(statement.plain, self.catalog.names())
+        if name is None:
+            return None
+        try:
+            schema = self.catalog.table(name).snapshot().schema
+        except CarbonLiteError:
+            return None  # the engine says what is wrong with it
+        columns = read_columns(statement.plain.columns, schema.names)
+        if columns is None:
+            return None
+        with self._lock:
+            self.work.plain_reads += 1
+        return ReadRequest(name, None if statement.plain.columns is None else columns)
+
     def _statement_info(
         self, descriptor: flight.FlightDescriptor, prepared: _Prepared
     ) -> flight.FlightInfo:
+        plain = self._plain(prepared.statement)
+        if plain is not None and self.read_info is not None:
+            return self.read_info(plain, descriptor)
         readings, mark = plan_readings(self.catalog, self.buffer)
-        tables: dict[str, ReadTable] = {n: (t, r.version, None) for n, (t, r) in readings.items()}
-        with SqlSandbox(tables, self.limits) as sandbox:
-            schema = sandbox.result_schema(prepared.statement)
+        latest = {n: (t, r.version) for n, (t, r) in readings.items()}
+        plan = self._plan(prepared.statement, latest)
+        schema = prepared.schema
+        if schema is None or prepared.versions != plan.versions:
+            with self._sandbox(plan.tables) as sandbox:
+                schema = sandbox.result_schema(prepared.statement)
+        read = {n: readings[n][1] for n in plan.tables if n in readings}
         ticket = self.signer.issue(
             StatementTicket(
                 prepared.query,
-                versions={name: r.version for name, (_, r) in readings.items()},
+                versions={name: r.version for name, r in read.items()},
                 parameters=prepared.parameters,
-                markers={n: r.markers for n, (_, r) in readings.items() if r.markers},
-                through={n: r.through for n, (_, r) in readings.items() if r.through},
+                markers={n: r.markers for n, r in read.items() if r.markers},
+                through={n: r.through for n, r in read.items() if r.through},
                 mark=None if mark is None else (mark.instance, mark.commits),
+                past=plan.past,
             )
         )
         endpoint = flight.FlightEndpoint(encode_any(TicketStatementQuery(ticket)), [])
@@ -212,7 +323,7 @@ class FlightSqlCommands:
             signed = self.signer.check(message.handle)
             statement = checked_statement(signed.query)
             rows = [] if signed.parameters is None else _rows(signed.parameters)
-            sandbox = SqlSandbox(self._tables_of(signed), self.limits)
+            sandbox = self._sandbox(self._tables_of(signed))
             schema, batches = sandbox.batches(statement, rows)
             return flight.GeneratorStream(schema, guarded_stream(batches, self.catalog.shown))
         if isinstance(message, _METADATA):
@@ -228,6 +339,10 @@ class FlightSqlCommands:
             return metadata.tables(message, self._sql_tables())
         if isinstance(message, CommandGetTableTypes):
             return metadata.table_types()
+        if isinstance(message, CommandGetPrimaryKeys):
+            return metadata.primary_keys(message, self._sql_tables())
+        if isinstance(message, CommandGetXdbcTypeInfo):
+            return xdbc_type_info(message)
         assert isinstance(message, CommandGetSqlInfo)
         return metadata.sql_info(message)
 
@@ -257,14 +372,20 @@ class FlightSqlCommands:
 
     def _prepare(self, query: str) -> ActionCreatePreparedStatementResult:
         statement = checked_statement(query)
-        with SqlSandbox(self._tables_now(), self.limits) as sandbox:
-            schema = sandbox.result_schema(statement)
+        plain = self._plain(statement)
+        if plain is not None and self.read_info is not None:
+            schema, versions = self.read_info(plain, None).schema, {}
+        else:
+            plan = self._plan(statement, self._latest())
+            with self._sandbox(plan.tables) as sandbox:
+                schema = sandbox.result_schema(statement)
+            versions = plan.versions
         parameters = pa.schema(
             [pa.field(str(i + 1), pa.null()) for i in range(statement.parameters)]
         )
         handle = secrets.token_bytes(16)
         with self._lock:
-            self._prepared[handle] = _Prepared(statement, query)
+            self._prepared[handle] = _Prepared(statement, query, None, schema, versions)
             while len(self._prepared) > MAX_PREPARED:
                 self._prepared.popitem(last=False)
         return ActionCreatePreparedStatementResult(

@@ -1,9 +1,10 @@
 """The SQL engine: one embedded DuckDB connection per query, in a sandbox.
 
 Each query gets a fresh in-memory DuckDB database (the catalog ``carbonlite``) holding one
-view per table it may read, each a :func:`carbonlite.duckdb.source` of that table at the
-version the query was planned at (so DuckDB's projections and filters reach CarbonLite's
-planner), with the acknowledged rows that version lacks added (``readings.py``). The sandbox:
+view per table it may read (those it names, see ``references.py``; past versions as
+``"<table>@v<N>"``), each a :func:`carbonlite.duckdb.source` of that table at the version the
+query was planned at (so DuckDB's projections and filters reach CarbonLite's planner), with
+the acknowledged rows that version lacks added (``readings.py``). The sandbox:
 
 - only reads: one statement per query, a query (``SELECT``, ``WITH``, ``VALUES``,
   ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``); DDL and DML are refused, naming DoPut for writes;
@@ -29,7 +30,9 @@ import pyarrow as pa
 
 from carbonlite.duckdb import source
 from carbonlite.optional import require
+from carbonlite.serve.flight_sql.direct import PlainRead, plain_read
 from carbonlite.serve.flight_sql.naming import CATALOG, quoted, sql_names
+from carbonlite.serve.flight_sql.references import TableRefs, syntax_tree, table_references
 from carbonlite.serve.wire import BadRequestError
 from carbonlite.table import Table
 
@@ -73,10 +76,14 @@ class SqlLimits:
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """One checked query: its text and how many parameters (``?``, ``$1``) it takes."""
+    """One checked query: its text, how many parameters (``?``, ``$1``) it takes, the tables
+    it names (None: not known), and whether it is a plain read of one."""
 
     text: str
     parameters: int
+    tables: TableRefs | None = None
+    plain: PlainRead | None = None
+    """The one table it reads whole, when it is a plain read of it (``direct.py``)."""
 
 
 def _connect(limits: SqlLimits) -> Any:
@@ -113,13 +120,16 @@ def checked_statement(query: str) -> Statement:
     con = _connect(SqlLimits(memory_limit="64MB", threads=1))
     try:
         statements = con.extract_statements(query)
+        if len(statements) != 1:
+            raise SqlError(f"send one statement per query, not {len(statements)}")
+        statement = statements[0]
+        text = statement.query.strip().rstrip(";")
+        tree = syntax_tree(con, text) if statement.type.name == "SELECT" else None
+        tables, plain = table_references(tree), plain_read(tree)
     except _duckdb_error() as exc:
         raise SqlError(f"the query is not valid SQL: {_message(exc)}") from None
     finally:
         con.close()
-    if len(statements) != 1:
-        raise SqlError(f"send one statement per query, not {len(statements)}")
-    statement = statements[0]
     kind = statement.type.name
     if kind in _WRITES:
         raise SqlError(
@@ -133,7 +143,7 @@ def checked_statement(query: str) -> Statement:
             f"only queries run here (SELECT, WITH, VALUES, DESCRIBE, SHOW): a {kind} statement "
             "is refused"
         )
-    return Statement(statement.query.strip().rstrip(";"), len(statement.named_parameters))
+    return Statement(text, len(statement.named_parameters), tables, plain)
 
 
 class SqlSandbox:

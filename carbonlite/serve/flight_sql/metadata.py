@@ -3,7 +3,9 @@ gives them (nullability included: the ADBC driver refuses a result whose schema 
 
 ``GetCatalogs`` (one: ``carbonlite``), ``GetDbSchemas`` (``main`` and one per directory
 that holds tables, see ``naming.py``), ``GetTables`` (``include_schema``: the table's
-schema, IPC-serialized), ``GetTableTypes`` (``TABLE``) and ``GetSqlInfo``.
+schema, IPC-serialized), ``GetTableTypes`` (``TABLE``), ``GetPrimaryKeys`` (the key columns
+of primary-key tables, in key order, the key unnamed; catalog, schema and table are exact
+names, not patterns) and ``GetSqlInfo``. ``GetXdbcTypeInfo`` is ``xdbc.py``'s.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from carbonlite._version import __version__
 from carbonlite.serve.flight_sql.naming import CATALOG, DEFAULT_SCHEMA
 from carbonlite.serve.flight_sql.protocol import (
     CommandGetDbSchemas,
+    CommandGetPrimaryKeys,
     CommandGetSqlInfo,
     CommandGetTables,
 )
@@ -25,6 +28,7 @@ from carbonlite.serve.flight_sql.protocol import (
 __all__ = [
     "CATALOGS_SCHEMA",
     "DB_SCHEMAS_SCHEMA",
+    "PRIMARY_KEYS_SCHEMA",
     "SQL_INFO_SCHEMA",
     "TABLES_SCHEMA",
     "TABLES_WITH_SCHEMA_SCHEMA",
@@ -33,6 +37,7 @@ __all__ = [
     "SqlTable",
     "catalogs",
     "db_schemas",
+    "primary_keys",
     "sql_info",
     "table_types",
     "tables",
@@ -56,6 +61,16 @@ TABLES_WITH_SCHEMA_SCHEMA = TABLES_SCHEMA.append(
     pa.field("table_schema", pa.binary(), nullable=False)
 )
 TABLE_TYPES_SCHEMA = pa.schema([pa.field("table_type", pa.utf8(), nullable=False)])
+PRIMARY_KEYS_SCHEMA = pa.schema(
+    [
+        pa.field("catalog_name", pa.utf8()),
+        pa.field("db_schema_name", pa.utf8()),
+        pa.field("table_name", pa.utf8(), nullable=False),
+        pa.field("column_name", pa.utf8(), nullable=False),
+        pa.field("key_name", pa.utf8()),
+        pa.field("key_sequence", pa.int32(), nullable=False),
+    ]
+)
 
 _INFO_VALUE = pa.dense_union(
     [
@@ -113,6 +128,8 @@ class SqlTable:
     schema: str
     name: str
     arrow_schema: pa.Schema
+    primary_key: tuple[str, ...] = ()
+    """The key columns of a primary-key table, in key order (empty for other tables)."""
 
 
 def _like(pattern: str | None) -> Callable[[str], bool]:
@@ -172,6 +189,27 @@ def tables(command: CommandGetTables, found: Iterable[SqlTable]) -> pa.Table:
         return pa.table(columns, schema=TABLES_SCHEMA)
     columns["table_schema"] = [t.arrow_schema.serialize().to_pybytes() for t in rows]
     return pa.table(columns, schema=TABLES_WITH_SCHEMA_SCHEMA)
+
+
+def primary_keys(command: CommandGetPrimaryKeys, found: Iterable[SqlTable]) -> pa.Table:
+    """The key columns of the tables ``command`` names (one row per column, in key order)."""
+    rows: list[tuple[SqlTable, int, str]] = []
+    if _catalog_matches(command.catalog):
+        for t in sorted(found, key=lambda t: (t.schema, t.name)):
+            if command.db_schema not in (None, t.schema) or command.table != t.name:
+                continue
+            rows.extend((t, i + 1, column) for i, column in enumerate(t.primary_key))
+    return pa.table(
+        {
+            "catalog_name": [CATALOG] * len(rows),
+            "db_schema_name": [t.schema for t, _, _ in rows],
+            "table_name": [t.name for t, _, _ in rows],
+            "column_name": [column for _, _, column in rows],
+            "key_name": [None] * len(rows),
+            "key_sequence": [i for _, i, _ in rows],
+        },
+        schema=PRIMARY_KEYS_SCHEMA,
+    )
 
 
 def table_types() -> pa.Table:

@@ -5,7 +5,8 @@ One catalog, ``carbonlite``. A table's service name is a ``/``-separated path (`
 database schema (``sales.eu``; ``"a/b".c`` for ``a/b/c``), and a top-level table is in the
 schema ``main`` (``events``, ``main.events``). When a nested table's SQL name is a top-level
 one's too (``main/events`` beside ``events``), the top-level table keeps it and the nested
-one is not reachable by SQL.
+one is not reachable by SQL. A past version of a table is read by a suffix of its SQL name,
+``"events@v3"`` or ``sales."eu@2026-11-29T10:00:00Z"`` (see ``references.py``).
 """
 
 from __future__ import annotations

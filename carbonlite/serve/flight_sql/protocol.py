@@ -23,9 +23,11 @@ __all__ = [
     "ActionCreatePreparedStatementResult",
     "CommandGetCatalogs",
     "CommandGetDbSchemas",
+    "CommandGetPrimaryKeys",
     "CommandGetSqlInfo",
     "CommandGetTableTypes",
     "CommandGetTables",
+    "CommandGetXdbcTypeInfo",
     "CommandPreparedStatementQuery",
     "CommandStatementQuery",
     "DoPutPreparedStatementResult",
@@ -401,6 +403,62 @@ class CommandGetTables(Message):
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class CommandGetPrimaryKeys(Message):
+    """The primary-key columns of a table (of one catalog and database schema, if given)."""
+
+    catalog: str | None = None
+    db_schema: str | None = None
+    table: str = ""
+
+    @classmethod
+    def decode(cls, data: bytes) -> Message:
+        catalog = schema = None
+        table = ""
+        for number, _, value in _fields(data):
+            if number == 1:
+                catalog = _text(value, "catalog")
+            elif number == 2:
+                schema = _text(value, "db_schema")
+            elif number == 3:
+                table = _text(value, "table")
+        return cls(catalog, schema, table)
+
+    def encode(self) -> bytes:
+        out = b""
+        if self.catalog is not None:
+            out += _len_field(1, self.catalog.encode())
+        if self.db_schema is not None:
+            out += _len_field(2, self.db_schema.encode())
+        if self.table:
+            out += _len_field(3, self.table.encode())
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CommandGetXdbcTypeInfo(Message):
+    """The SQL types of the server (``data_type``: only those of that XDBC type code)."""
+
+    data_type: int | None = None
+
+    @classmethod
+    def decode(cls, data: bytes) -> Message:
+        data_type = None
+        for number, wire, value in _fields(data):
+            if number == 1:
+                if wire != _VARINT:
+                    raise ProtocolError("protobuf field 'data_type' is not a number")
+                assert isinstance(value, int)
+                value &= 0xFFFFFFFF  # an int32: negative ones travel as 10-byte varints
+                data_type = value - (1 << 32) if value >= 1 << 31 else value
+        return cls(data_type)
+
+    def encode(self) -> bytes:
+        if self.data_type is None:
+            return b""
+        return _key(1, _VARINT) + _varint(self.data_type)
+
+
 _MESSAGES: dict[str, type[Message]] = {
     kind.__name__: kind
     for kind in (
@@ -415,5 +473,7 @@ _MESSAGES: dict[str, type[Message]] = {
         CommandGetTables,
         CommandGetTableTypes,
         CommandGetSqlInfo,
+        CommandGetPrimaryKeys,
+        CommandGetXdbcTypeInfo,
     )
 }

@@ -5,8 +5,9 @@ A ticket is ``b"CLSQL1" + payload + HMAC-SHA256(key, b"CLSQL1" + payload)``, the
 JSON object (``query``, ``versions``: table name -> version, ``markers``: table name ->
 the version's markers of the producers with puts in memory, ``through``: table name -> each
 producer's last sequence in memory then, ``mark``: the service's buffer
-mark ``[instance, commits]`` or null, ``parameters``: the bound parameter rows as an Arrow
-IPC stream in base64, or null). The key is made at random when
+mark ``[instance, commits]`` or null, ``past``: ``"<table>@<suffix>"`` -> the version a
+time-travel name reads (``references.py``), ``parameters``: the bound parameter rows as an
+Arrow IPC stream in base64, or null). The key is made at random when
 the service starts and never leaves it: a ticket altered by a client, made by another
 service or by this one before a restart fails its check with :class:`TicketError`, and
 nothing in it is used.
@@ -50,6 +51,8 @@ class StatementTicket:
     """Per table read with its rows in memory: each producer's last sequence included."""
     mark: tuple[str, int] | None = None
     """The buffer's mark (instance, commits) taken before the versions were read."""
+    past: dict[str, int] = field(default_factory=dict)
+    """Per time-travel name the query reads (``"<table>@<suffix>"``): its version."""
 
 
 def _ipc_bytes(rows: pa.Table) -> bytes:
@@ -77,6 +80,7 @@ class TicketSigner:
             "markers": ticket.markers,
             "through": ticket.through,
             "mark": None if ticket.mark is None else list(ticket.mark),
+            "past": ticket.past,
             "parameters": None if params is None else base64.b64encode(params).decode(),
         }
         body = _MAGIC + json.dumps(payload, separators=(",", ":")).encode()
@@ -111,4 +115,5 @@ class TicketSigner:
             payload["markers"],
             payload["through"],
             None if mark is None else (str(mark[0]), int(mark[1])),
+            {str(k): int(v) for k, v in payload["past"].items()},
         )
