@@ -175,7 +175,11 @@ class FlightService(flight.FlightServerBase):
         self.catalog = Catalog(root)
         self.buffer = Buffer()
         self.sql = FlightSqlCommands(
-            self.catalog, buffer=self.buffer, limits=sql_limits, read_info=self.read_info
+            self.catalog,
+            buffer=self.buffer,
+            limits=sql_limits,
+            read_info=self.read_info,
+            read_ticket=self.read_ticket,
         )
         self.flush_interval = flush_interval
         self.flush_rows = flush_rows
@@ -560,6 +564,11 @@ class FlightService(flight.FlightServerBase):
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
+        return self.read_ticket(ticket)
+
+    def read_ticket(self, ticket: flight.Ticket) -> flight.FlightDataStream:
+        """The rows of one endpoint of a read (also a Flight SQL plain read's, once its
+        signature is checked)."""
         t = Ticket.decode(ticket.ticket)
         if t.memory:
             return self._memory_rows(t)

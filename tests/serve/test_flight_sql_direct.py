@@ -220,3 +220,33 @@ def test_a_plain_read_keeps_the_tables_own_types(tmp_path: Any) -> None:
             got = cur.fetch_arrow_table()
         assert got.schema == table.schema
         assert got.sort_by("n").equals(table.to_arrow().sort_by("n"))
+
+
+def test_a_plain_reads_tickets_are_signed(tmp_path: Any) -> None:
+    """Its endpoints' tickets are the service's read tickets signed: as they came they read
+    their split, changed (another split) or from another service they are refused."""
+    from carbonlite.serve.flight_sql.protocol import TicketStatementQuery, decode_any, encode_any
+    from tests.support.flight_sql import sql_descriptor, sql_service
+
+    root, elsewhere = _served(tmp_path / "a"), _served(tmp_path / "b")  # the same tables
+    events = cl.open_table(os.path.join(root, "events")).to_arrow()
+    with sql_service(root) as service, sql_service(elsewhere) as other:
+        client = flight.FlightClient(f"grpc://127.0.0.1:{service.port}")
+        info = client.get_flight_info(sql_descriptor("SELECT * FROM events"))
+        parts = [client.do_get(e.ticket).read_all() for e in info.endpoints]
+        assert _by_k(pa.concat_tables(parts)).equals(_by_k(events))
+        handle = decode_any(info.endpoints[0].ticket.ticket)
+        assert isinstance(handle, TicketStatementQuery)
+        inner = handle.handle[len(b"CLSQLR1") : -32]
+        assert b'"split": 0' in inner or b'"split":0' in inner, inner
+        changed = handle.handle.replace(b'"split":0', b'"split":1').replace(
+            b'"split": 0', b'"split": 1'
+        )
+        assert changed != handle.handle
+        for bad in (changed, inner):
+            with pytest.raises(pa.ArrowInvalid, match="not made by this service"):
+                client.do_get(flight.Ticket(encode_any(TicketStatementQuery(bad)))).read_all()
+        stranger = flight.FlightClient(f"grpc://127.0.0.1:{other.port}")
+        with pytest.raises(pa.ArrowInvalid, match="not made by this service"):
+            stranger.do_get(info.endpoints[0].ticket).read_all()
+        assert client.do_get(info.endpoints[0].ticket).read_all().equals(parts[0])

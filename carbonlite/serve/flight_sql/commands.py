@@ -12,6 +12,8 @@
   ``direct.py``) is answered instead with the endpoints of the service's own read of it
   (``FlightService.read_info``): one per split plus the rows in memory, at one version,
   in the table's own Arrow types, read in parallel by the client; DuckDB is not involved.
+  Each endpoint's ticket is the service's read ticket, signed (``TicketSigner.wrap``), and
+  its DoGet the service's own (``FlightService.read_ticket``).
 - ``DoAction("CreatePreparedStatement")``: a handle, the result's and the parameters'
   schemas (IPC-serialized); ``DoPut`` of ``CommandPreparedStatementQuery`` binds parameter
   rows to it; ``DoAction("ClosePreparedStatement")`` forgets it.
@@ -152,6 +154,10 @@ ReadInfo = Callable[[ReadRequest, "flight.FlightDescriptor | None"], flight.Flig
 a None descriptor when only the schema is wanted)."""
 
 
+ReadTicket = Callable[[flight.Ticket], flight.FlightDataStream]
+"""The service's DoGet of one of its own read tickets (``FlightService.read_ticket``)."""
+
+
 def _unimplemented(message: Message) -> SqlUnsupportedError:
     name = message.name if isinstance(message, UnknownMessage) else type(message).__name__
     if name in _WRITES:
@@ -183,10 +189,12 @@ class FlightSqlCommands:
         buffer: Buffer | None = None,
         limits: SqlLimits | None = None,
         read_info: ReadInfo | None = None,
+        read_ticket: ReadTicket | None = None,
     ) -> None:
         self.catalog = catalog
         self.buffer = buffer
         self.read_info = read_info
+        self.read_ticket = read_ticket
         self.limits = limits or SqlLimits()
         self.signer = TicketSigner()
         self._prepared: OrderedDict[bytes, _Prepared] = OrderedDict()
@@ -294,7 +302,16 @@ class FlightSqlCommands:
     ) -> flight.FlightInfo:
         plain = self._plain(prepared.statement)
         if plain is not None and self.read_info is not None:
-            return self.read_info(plain, descriptor)
+            info = self.read_info(plain, descriptor)
+            endpoints = [
+                flight.FlightEndpoint(
+                    encode_any(TicketStatementQuery(self.signer.wrap(e.ticket.ticket))), []
+                )
+                for e in info.endpoints
+            ]
+            return flight.FlightInfo(
+                info.schema, descriptor, endpoints, info.total_records, info.total_bytes
+            )
         readings, mark = plan_readings(self.catalog, self.buffer)
         latest = {n: (t, r.version) for n, (t, r) in readings.items()}
         plan = self._plan(prepared.statement, latest)
@@ -319,6 +336,10 @@ class FlightSqlCommands:
 
     def do_get(self, ticket: flight.Ticket) -> flight.FlightDataStream:
         message = decode_any(ticket.ticket)
+        if isinstance(message, TicketStatementQuery) and self.signer.is_wrapped(message.handle):
+            if self.read_ticket is None:
+                raise SqlError("this service answers no plain reads: run the query again")
+            return self.read_ticket(flight.Ticket(self.signer.unwrap(message.handle)))
         if isinstance(message, TicketStatementQuery):
             signed = self.signer.check(message.handle)
             statement = checked_statement(signed.query)

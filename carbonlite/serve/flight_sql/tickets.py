@@ -1,7 +1,8 @@
 """Statement tickets: opaque to clients, carrying the query, its parameters and the version
 of every table it reads, signed so the service can trust what comes back.
 
-A ticket is ``b"CLSQL1" + payload + HMAC-SHA256(key, b"CLSQL1" + payload)``, the payload a
+A ticket is ``b"CLSQL1" + payload + HMAC-SHA256(key, b"CLSQL1" + payload)`` (an endpoint of a
+plain read, ``direct.py``: ``b"CLSQLR1"`` + the service's own read ticket, signed alike), the payload a
 JSON object (``query``, ``versions``: table name -> version, ``markers``: table name ->
 the version's markers of the producers with puts in memory, ``through``: table name -> each
 producer's last sequence in memory then, ``mark``: the service's buffer
@@ -29,6 +30,8 @@ from carbonlite.serve.wire import BadRequestError
 __all__ = ["StatementTicket", "TicketError", "TicketSigner"]
 
 _MAGIC = b"CLSQL1"
+_READ_MAGIC = b"CLSQLR1"
+"""A plain read's endpoint: the service's own read ticket, signed (``wrap``)."""
 _MAC_BYTES = hashlib.sha256().digest_size
 
 
@@ -86,13 +89,26 @@ class TicketSigner:
         body = _MAGIC + json.dumps(payload, separators=(",", ":")).encode()
         return body + self._mac(body)
 
-    def check(self, data: bytes) -> StatementTicket:
-        """The ticket ``data`` stands for; :class:`TicketError` unless this service made it,
-        unchanged."""
+    def wrap(self, read_ticket: bytes) -> bytes:
+        """A signed ticket for one endpoint of the service's own read (a plain read,
+        ``direct.py``): ``read_ticket`` as the service's DoGet takes it."""
+        body = _READ_MAGIC + read_ticket
+        return body + self._mac(body)
+
+    @staticmethod
+    def is_wrapped(data: bytes) -> bool:
+        return data.startswith(_READ_MAGIC)
+
+    def unwrap(self, data: bytes) -> bytes:
+        """The read ticket a :meth:`wrap` ticket holds; :class:`TicketError` unless this
+        service made it, unchanged."""
+        return self._verified(data, _READ_MAGIC)[len(_READ_MAGIC) :]
+
+    def _verified(self, data: bytes, magic: bytes) -> bytes:
         body, mac = data[:-_MAC_BYTES], data[-_MAC_BYTES:]
         if (
-            len(data) <= len(_MAGIC) + _MAC_BYTES
-            or not body.startswith(_MAGIC)
+            len(data) <= len(magic) + _MAC_BYTES
+            or not body.startswith(magic)
             or not hmac.compare_digest(mac, self._mac(body))
         ):
             raise TicketError(
@@ -100,6 +116,12 @@ class TicketSigner:
                 "(tickets are signed, and valid only with the service run that made them): "
                 "run the query again (GetFlightInfo) for a new one"
             )
+        return body
+
+    def check(self, data: bytes) -> StatementTicket:
+        """The ticket ``data`` stands for; :class:`TicketError` unless this service made it,
+        unchanged."""
+        body = self._verified(data, _MAGIC)
         payload = json.loads(body[len(_MAGIC) :])
         encoded = payload["parameters"]
         parameters = None
