@@ -80,6 +80,7 @@ def refused(lock: Path) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_a_process_that_ends_normally_leaves_no_lock_file(table: Path) -> None:
     code, out, err = finish(worker(table, "w"))
     assert (code, out) == (0, "done\n"), err

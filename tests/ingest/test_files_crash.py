@@ -140,6 +140,7 @@ def run_kills(
     return landed
 
 
+@pytest.mark.slow
 def test_sigkills_at_every_seam_ingest_every_file_exactly_once(
     server: IngestServer, other: IngestServer, tmp_path: Path
 ) -> None:

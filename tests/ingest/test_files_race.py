@@ -153,7 +153,7 @@ def test_ingesters_of_one_source_as_threads(tmp_path: Path, racers: int) -> None
     check_results(table, source, results)
 
 
-@pytest.mark.parametrize("racers", [2, 3])
+@pytest.mark.parametrize("racers", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_ingesters_of_one_source_as_processes(tmp_path: Path, racers: int) -> None:
     """The command, ``racers`` times at once: each held after its first listing until all
     are, then let go together."""

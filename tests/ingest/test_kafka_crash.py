@@ -107,6 +107,7 @@ def run_kills(broker: KafkaBroker, tmp_path: Path, kills: int) -> None:
     assert t.verify().ok
 
 
+@pytest.mark.slow
 def test_sigkill_during_ingest_loses_and_duplicates_nothing(
     kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:

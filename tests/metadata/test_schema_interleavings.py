@@ -394,7 +394,17 @@ commit's actions are built and not put, and where a version is put and not check
 orders a scenario; every seam, in the slow tier, makes hundreds to thousands)."""
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+SLOW_SCENARIOS = frozenset({"compaction_and_widen", "update_and_rename_another"})
+"""The scenarios of the most orders (6 s each): the slow tier runs them."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW_SCENARIOS else n
+        for n in sorted(SCENARIOS)
+    ],
+)
 def test_every_order(name: str) -> None:
     found = explore_all(SCENARIOS[name], check, limit=500, pause_at=PAUSE_AT)
     assert found.exhaustive, f"{name}: more than 500 orders"

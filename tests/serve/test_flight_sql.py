@@ -369,15 +369,16 @@ def test_each_query_logs_what_its_filter_pruned(
 ) -> None:
     """DuckDB's pushed filter reaches CarbonLite's planner: a range of ``k`` reads one of the
     three blocklets, the same range through a function DuckDB cannot push reads all three."""
-    with sql_service(root) as service, adbc_connect(service) as conn:
-        with caplog.at_level("INFO", logger="carbonlite.serve"):
-            assert (
-                query(conn, "SELECT count(*) AS n FROM events WHERE k < 500")["n"][0].as_py() == 500
-            )
-            assert (
-                query(conn, "SELECT count(*) AS n FROM events WHERE abs(k) < 500")["n"][0].as_py()
-                == 500
-            )
+    with (
+        sql_service(root) as service,
+        adbc_connect(service) as conn,
+        caplog.at_level("INFO", logger="carbonlite.serve"),
+    ):
+        assert query(conn, "SELECT count(*) AS n FROM events WHERE k < 500")["n"][0].as_py() == 500
+        assert (
+            query(conn, "SELECT count(*) AS n FROM events WHERE abs(k) < 500")["n"][0].as_py()
+            == 500
+        )
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("SQL scan")]
     assert len(lines) == 2, lines
     assert "1 of 3 blocklets" in lines[0] and "filter (k < 500)" in lines[0], lines[0]

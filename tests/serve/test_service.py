@@ -244,6 +244,7 @@ def test_flush_rows_commits_before_the_interval(root: str) -> None:
         assert table.transaction_version("flight:p") == 1
 
 
+@pytest.mark.slow
 def test_sigkill_during_concurrent_puts_loses_and_repeats_nothing(root: str) -> None:
     """Producers keep putting while the service is SIGKILLed after a random number of answered
     puts, with more in flight; each one re-sends a put until it is answered (the same

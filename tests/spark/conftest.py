@@ -116,10 +116,11 @@ def merge_on_executors(spark: Any) -> Iterator[None]:
     spark.conf.unset(DRIVER_SOURCE_CONF)
 
 
-@pytest.fixture(params=["driver", "executors"])
+@pytest.fixture(params=["driver", pytest.param("executors", marks=pytest.mark.slow)])
 def merge_route(request: pytest.FixtureRequest, spark: Any) -> Iterator[str]:
     """A merge test run on both routes: a small source merged on the driver (the default) and
-    the same merge on the executors."""
+    the same merge on the executors (the slow tier: the executors' route keeps its own tests
+    in the default tier, ``merge_on_executors``)."""
     from carbonlite.spark.merge_builder import DRIVER_SOURCE_CONF
 
     if request.param == "executors":

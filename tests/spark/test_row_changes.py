@@ -83,6 +83,7 @@ def test_stream_sink_upserts_into_a_primary_key_table(
     assert by_id(cl.open_table(path).to_arrow()) == want | {20: 9, 21: 9}
 
 
+@pytest.mark.slow
 def test_stream_source_refuses_delete_commits_unless_skipped(
     spark: Any, tmp_path: Any, stop_queries: None
 ) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 import carbonlite as cl
 from tests.support.flight_service import ServiceProcess, put
@@ -16,6 +17,7 @@ SCHEMA = pa.schema([("producer", pa.string()), ("seq", pa.int64()), ("n", pa.int
 ROWS = 40
 
 
+@pytest.mark.slow  # a service process and Spark together: the slow tier
 def test_spark_reads_only_whole_flushes_while_the_service_writes(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -88,6 +88,7 @@ def test_a_name_taken_by_another_table_is_refused(spark: Any, tmp_path: Path) ->
         register_table(spark, "bad name; DROP", tmp_path / "a")
 
 
+@pytest.mark.slow
 def test_stream_to_table_and_read_stream_table(
     spark: Any, tmp_path: Path, stop_queries: None
 ) -> None:

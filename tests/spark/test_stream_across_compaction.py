@@ -38,6 +38,7 @@ def run_query(spark: Any, source: str, sink: str, checkpoint: str) -> Any:
     )
 
 
+@pytest.mark.slow
 def test_stream_delivers_each_row_once_across_handoff_and_compaction(
     spark: Any, tmp_path: Path, stop_queries: None
 ) -> None:

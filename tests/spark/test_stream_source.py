@@ -156,6 +156,7 @@ def test_metadata_commit_in_the_middle_is_not_delivered(
     assert [p["numInputRows"] for p in data_batches(q)] == [ROWS, ROWS, ROWS]
 
 
+@pytest.mark.slow
 def test_metadata_commit_between_runs(spark: Any, tmp_path: Any, stop_queries: None) -> None:
     """A query restarted after an ``add_columns`` commit delivers only the rows appended
     after its last batch (into a CarbonLite sink, with the columns it was started with)."""
@@ -191,7 +192,7 @@ def test_starting_version_number(spark: Any, tmp_path: Any, stop_queries: None) 
     assert_same_rows(rows, pa.concat_tables(chunks[1:]))
 
 
-@pytest.mark.parametrize("start", ["latest", "default"])
+@pytest.mark.parametrize("start", [pytest.param("latest", marks=pytest.mark.slow), "default"])
 def test_starting_version_latest_and_default(
     spark: Any, tmp_path: Any, start: str, stop_queries: None
 ) -> None:
@@ -240,6 +241,7 @@ def test_overwrite_commit_in_stream(
     assert_same_rows(rows, pa.concat_tables([before, after]))
 
 
+@pytest.mark.slow
 def test_read_while_a_writer_appends(spark: Any, tmp_path: Any, stop_queries: None) -> None:
     """A Python writer commits into the table while the stream reads it with processing-time
     triggers; once the writer is done and the stream caught up, every row arrived once."""
@@ -359,6 +361,7 @@ def test_limit_inside_a_blocklet_and_restart(
     assert_same_rows(open_table(sink).to_arrow(), expected)
 
 
+@pytest.mark.slow
 def test_starting_timestamp(spark: Any, tmp_path: Any, stop_queries: None) -> None:
     """startingTimestamp: the changes committed at or after it (not a snapshot)."""
     path = str(tmp_path / "t")
@@ -435,6 +438,7 @@ class Appender:
         return START_ROWS + self.commits * STEP
 
 
+@pytest.mark.slow
 def test_default_start_while_a_writer_appends(
     spark: Any, tmp_path: Any, stop_queries: None
 ) -> None:
@@ -493,6 +497,7 @@ def test_default_start_available_now_while_a_writer_appends(
     assert ids == list(range(len(ids))), "not the rows of one version, each once"
 
 
+@pytest.mark.slow
 def test_restart_replaying_batch_zero_reads_its_rows_again(
     spark: Any, tmp_path: Any, stop_queries: None
 ) -> None:
@@ -532,6 +537,7 @@ def test_restart_replaying_batch_zero_reads_its_rows_again(
     assert json.loads((out / "1.json").read_text()) == list(range(130, 150))
 
 
+@pytest.mark.slow
 def test_checkpoint_of_a_recreated_table_is_refused(
     spark: Any, tmp_path: Any, stop_queries: None
 ) -> None:

@@ -54,6 +54,7 @@ def rows_by_region(table: Any, version: int | None = None) -> dict[str, list[Any
     return {r: sorted(v) for r, v in out.items()}
 
 
+@pytest.mark.slow
 def test_sigkill_during_publish_leaves_the_old_or_the_new_version(
     server: ForkServer, tmp_path: Any
 ) -> None:
