@@ -8,6 +8,7 @@ import uuid
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def check_stats(meta_stats, batch: pa.RecordBatch) -> None:
                 assert not math.isnan(s.min) and not math.isnan(s.max)
 
 
+@pytest.mark.slow  # 6 s of reopened files: the slow tier
 @SETTINGS
 @given(data=st.data())
 def test_appends_across_reopens_read_back_equal(data: st.DataObject) -> None:

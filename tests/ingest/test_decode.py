@@ -34,6 +34,7 @@ SCHEMA = pa.schema(
 GOOD = b'{"id": 1, "name": "ada", "score": 2.5, "price": 9.99, "tags": ["a"]}'
 
 
+@pytest.mark.slow
 def test_the_decoder_survives_fuzzing_in_a_process_of_its_own(tmp_path: Path) -> None:
     """Hypothesis over arbitrary bytes and JSON-ish text (tests/support/decode_fuzz.py), 150
     batches plus the named cases of issue 25, in a child process: a SIGSEGV fails this test

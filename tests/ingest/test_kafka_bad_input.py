@@ -51,6 +51,7 @@ def table(tmp_path: Path) -> Path:
 # --- an unreachable broker -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unreachable_broker_is_one_line_and_exit_1(table: Path) -> None:
     """The real command, with each client, against a closed port: exit 1, one line naming
     the broker and what to check, nothing else (librdkafka's log lines go to Python logging,

@@ -334,7 +334,13 @@ def test_every_order(name: str) -> None:
     assert {"commit.before_put", "commit.after_put", "checkpoint.after_document"} <= found.seams
 
 
-@pytest.mark.parametrize("name", sorted(LARGE))
+@pytest.mark.parametrize(
+    "name",  # merges_update_and_append (5 s) runs in the slow tier
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n == "merges_update_and_append" else n
+        for n in sorted(LARGE)
+    ],
+)
 def test_random_orders(name: str) -> None:
     found = explore_random(LARGE[name], check, seeds=range(40))
     assert found.schedules == 40

@@ -302,6 +302,7 @@ def test_user_schema_checked_before_reading(tmp_path: Any) -> None:
     assert len(info.value.differences) == 2
 
 
+@pytest.mark.slow
 def test_pruning_is_logged_for_spark_users(spark: Any, sorted_table: str) -> None:
     """Each planned scan logs blocklets selected/total at INFO (logger ``carbonlite.spark``);
     Spark collects it with Python worker logging on."""

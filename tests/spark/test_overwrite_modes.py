@@ -84,6 +84,7 @@ def test_partition_overwrite_mode_session_and_option(
     assert got == sorted(expected)
 
 
+@pytest.mark.slow
 def test_catalog_routes_dynamic_is_refused_by_spark_static_replaces_all(
     spark: Any, session_mode: Any, tmp_path: Path
 ) -> None:

@@ -428,6 +428,7 @@ def test_sink_refuses_a_dataframe_with_a_renamed_or_dropped_column(
     assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(ROWS))
 
 
+@pytest.mark.slow
 def test_sink_writes_into_a_widened_column_and_fills_an_added_default(
     spark: Any, tmp_path: Any, stop_queries: None
 ) -> None:

@@ -319,7 +319,8 @@ def test_limits_hold_inside_a_compacted_file(
 
 
 @pytest.mark.parametrize(
-    "option", ["maxRowsPerTrigger", pytest.param("maxBytesPerTrigger", marks=pytest.mark.slow)]
+    "option",  # 6-7 s each: the slow tier (test_stream_offsets.py keeps both limits' rules)
+    [pytest.param(o, marks=pytest.mark.slow) for o in ("maxRowsPerTrigger", "maxBytesPerTrigger")],
 )
 def test_limit_inside_a_blocklet_and_restart(
     spark: Any, tmp_path: Any, option: str, stop_queries: None
