@@ -66,15 +66,23 @@ def serve(
     tls_key: str | None = typer.Option(
         None, "--tls-key", metavar="PEM", help="The private key of --tls-cert (unencrypted)."
     ),
+    sql_memory_limit: str = typer.Option(
+        "1GB", "--sql-memory-limit", metavar="SIZE", help="Memory each SQL query may use."
+    ),
+    sql_timeout: float = typer.Option(
+        300.0, "--sql-timeout", metavar="SECONDS", help="Stop an SQL query running longer."
+    ),
 ) -> None:
     """Serve every table under ROOT over Arrow Flight: ListFlights, GetFlightInfo, DoGet
     (committed splits and the rows still in memory), DoPut (exactly-once appends keyed by
     producer and sequence, acknowledged once in the write-ahead log), the action
     healthcheck, and read-only SQL over Arrow Flight SQL (ADBC, JDBC) on the same port.
     SIGTERM (or Ctrl-C) flushes what is buffered and exits 0."""
+    from carbonlite.serve.flight_sql import SqlLimits
     from carbonlite.serve.service import FlightService
 
     _check_options(flush_interval, flush_rows, max_put_bytes)
+    limits = SqlLimits(memory_limit=sql_memory_limit, timeout_seconds=sql_timeout)
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
     )
@@ -88,6 +96,7 @@ def serve(
         max_put_bytes=max_put_bytes,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        sql_limits=limits,
     )
     stopping = threading.Event()
 

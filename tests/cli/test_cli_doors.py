@@ -245,6 +245,10 @@ DOORS = [
     door(1, "serve", D, "--tls-key", F, needle="--tls-cert"),
     door(1, "serve", D, "--tls-cert", M, "--tls-key", M, needle="cannot be read"),
     door(1, "serve", D, "--tls-cert", F, "--tls-key", F, needle="not a PEM file"),
+    door(1, "serve", D, "--sql-timeout", "0", needle="SQL timeout"),
+    door(1, "serve", D, "--sql-timeout", "inf", needle="SQL timeout"),
+    door(1, "serve", D, "--sql-memory-limit", "lots", needle="SQL memory limit"),
+    door(2, "serve", D, "--sql-timeout", "soon"),
 ]
 
 

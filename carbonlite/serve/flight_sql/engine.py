@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import queue
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 
 from carbonlite.duckdb import source
+from carbonlite.errors import InvalidOptionError
 from carbonlite.optional import require
 from carbonlite.serve.flight_sql.direct import PlainRead, plain_read
 from carbonlite.serve.flight_sql.naming import CATALOG, quoted, sql_names
@@ -60,6 +63,7 @@ _REFUSED = {
     "UPDATE_EXTENSIONS": "UPDATE EXTENSIONS installs extensions",
 }
 _REACH = "the service's SQL reaches only its own tables: no files, URLs or extensions"
+_SIZE = re.compile(r"[0-9]+(\.[0-9]+)? ?(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 
 
 class SqlError(BadRequestError):
@@ -77,6 +81,26 @@ class SqlLimits:
     threads: int = 2
     batch_rows: int = 65536
     """Rows per record batch sent."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.memory_limit, str) or not _SIZE.fullmatch(self.memory_limit):
+            raise InvalidOptionError(
+                f"the SQL memory limit must be a size such as 512MB or 2GB, not "
+                f"{self.memory_limit!r}"
+            )
+        seconds = self.timeout_seconds
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not (0 < seconds < math.inf)
+        ):
+            raise InvalidOptionError(
+                f"the SQL timeout must be a number of seconds more than 0, not {seconds!r}"
+            )
+        for name in ("threads", "batch_rows"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidOptionError(f"SqlLimits.{name} must be at least 1, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
