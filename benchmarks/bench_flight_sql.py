@@ -39,12 +39,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
+from bench_serve import read_parallel
 from datagen import event_table
 from report import progress, run_facts, yes_no
 
@@ -79,11 +79,8 @@ def build_table(root: Path, rows: int) -> pa.Table:
     return data
 
 
-def read_parallel(client: flight.FlightClient) -> pa.Table:
-    info = client.get_flight_info(flight.FlightDescriptor.for_path("events"))
-    with ThreadPoolExecutor(max(1, len(info.endpoints))) as pool:
-        parts = list(pool.map(lambda e: client.do_get(e.ticket).read_all(), info.endpoints))
-    return pa.concat_tables(parts)
+def read_events(client: flight.FlightClient) -> pa.Table:
+    return read_parallel(client, flight.FlightDescriptor.for_path("events"))
 
 
 def sql(conn: Any, query: str) -> pa.Table:
@@ -143,13 +140,13 @@ def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         conn = flight_sql.connect(f"grpc://127.0.0.1:{service.port}", autocommit=True)
         try:
             progress("warm-up")
-            read_parallel(client)
+            read_events(client)
             sql(conn, "SELECT * FROM events")
             sql(conn, ENGINE_ALL)
             doget_s, sql_s, engine_s = [], [], []
             for r in range(args.repeat):
                 progress(f"full read, repeat {r + 1}")
-                seconds, got = timed(lambda: read_parallel(client))
+                seconds, got = timed(lambda: read_events(client))
                 assert got.num_rows == args.rows
                 doget_s.append(seconds)
                 seconds, got = timed(lambda: sql(conn, "SELECT * FROM events"))

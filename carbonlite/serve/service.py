@@ -85,6 +85,7 @@ from carbonlite.serve.records import (
     parse_put,
     parse_read,
 )
+from carbonlite.serve.streams import bounded_batches
 from carbonlite.serve.tls import TlsFiles, tls_files
 from carbonlite.serve.wal import WriteAheadLog
 from carbonlite.serve.wire import BadRequestError, load_object, quote
@@ -395,22 +396,14 @@ class FlightService(flight.FlightServerBase):
         """The put's rows: at least one, at most ``max_put_bytes`` of them, in at least one
         column, from a stream the client finished (one it dropped is no put)."""
         schema = reader.schema
-        batches: list[pa.RecordBatch] = []
-        size = 0
-        while True:
-            try:
-                chunk = reader.read_chunk()
-            except StopIteration:
-                break
-            if chunk.data is None:
-                continue
-            size += chunk.data.nbytes
-            if size > self.max_put_bytes:
-                raise BadRequestError(
-                    f"a put to {name!r} holds more than {self.max_put_bytes} bytes of rows (the "
-                    "service's --max-put-bytes): split it into several puts"
-                )
-            batches.append(chunk.data)
+        batches = bounded_batches(
+            reader,
+            self.max_put_bytes,
+            lambda: BadRequestError(
+                f"a put to {name!r} holds more than {self.max_put_bytes} bytes of rows (the "
+                "service's --max-put-bytes): split it into several puts"
+            ),
+        )
         if context.is_cancelled():  # a client gone mid-stream ends it as if it had finished
             raise BadRequestError(
                 f"the put to {name!r} was cancelled before its stream ended: nothing of it is "

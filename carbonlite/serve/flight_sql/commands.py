@@ -78,6 +78,7 @@ from carbonlite.serve.flight_sql.references import chosen_tables, past_version
 from carbonlite.serve.flight_sql.tickets import StatementTicket, TicketSigner
 from carbonlite.serve.flight_sql.xdbc import xdbc_type_info
 from carbonlite.serve.records import ReadRequest
+from carbonlite.serve.streams import bounded_batches
 from carbonlite.table import Table
 
 __all__ = ["ACTIONS", "MAX_PARAMETER_BYTES", "MAX_PREPARED", "FlightSqlCommands", "SqlWork"]
@@ -450,21 +451,14 @@ class FlightSqlCommands:
 def _parameter_rows(reader: flight.MetadataRecordBatchReader) -> pa.Table:
     """The bound parameter rows, at most :data:`MAX_PARAMETER_BYTES` of them (they travel in
     the statement's tickets)."""
-    batches, size = [], 0
-    while True:
-        try:
-            chunk = reader.read_chunk()
-        except StopIteration:
-            break
-        if chunk.data is None:
-            continue
-        size += chunk.data.nbytes
-        if size > MAX_PARAMETER_BYTES:
-            raise SqlError(
-                f"the bound parameters hold more than {MAX_PARAMETER_BYTES} bytes: bind fewer "
-                "rows at a time"
-            )
-        batches.append(chunk.data)
+    batches = bounded_batches(
+        reader,
+        MAX_PARAMETER_BYTES,
+        lambda: SqlError(
+            f"the bound parameters hold more than {MAX_PARAMETER_BYTES} bytes: bind fewer "
+            "rows at a time"
+        ),
+    )
     return pa.Table.from_batches(batches, schema=reader.schema)
 
 
