@@ -249,6 +249,7 @@ def race(
     return scenario, check
 
 
+@pytest.mark.slow  # 6-8 s of orders: the slow tier (random orders of commits stay in the default)
 @pytest.mark.usefixtures("inline_commits")
 def test_two_ingesters_in_every_order_of_their_seams(
     kafka_broker: KafkaBroker, race_topic: str, tmp_path: Path
