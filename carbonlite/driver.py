@@ -268,9 +268,10 @@ def _partitioned_commit(
         new_segments: dict[str, tuple[Any, ...]] = {}
         for key, written in by_key.items():
             stream = plan.partition_streams.get(key)
-            kept = [a for a in written if stream is not None and a.segment_id == stream[0]]
-            appends.extend(kept)
-            if len(kept) == len(written):
+            planned = stream[0] if stream is not None else None
+            appends.extend(a for a in written if a.segment_id == planned)  # stay: appended to
+            moved = [a for a in written if a.segment_id != planned]
+            if not moved:
                 continue
             sid, created = writer.target_segment(
                 snapshot, overwrite=plan.overwrite, partition=key, number=number
@@ -278,7 +279,7 @@ def _partitioned_commit(
             if created:
                 new_segments[sid] = key
                 number += 1
-            appends.extend(replace(a, segment_id=sid) for a in written if a not in kept)
+            appends.extend(replace(a, segment_id=sid) for a in moved)
         return AppendCommit(
             appends=tuple(appends),
             new_segments=frozenset(new_segments),

@@ -63,7 +63,7 @@ from carbonlite.metadata import TxnMovedError
 from carbonlite.metadata.columns import column_ids
 from carbonlite.reader.bloom_prune import bloom_pruner
 from carbonlite.reader.expression import parse_filter
-from carbonlite.reader.planner import ScanPlan, plan_scan, project_schema
+from carbonlite.reader.planner import ScanPlan, plan_scan
 from carbonlite.reader.scan import SplitReader, read_splits
 from carbonlite.seams import reach
 from carbonlite.serve.address import ListenError, listen_location
@@ -499,16 +499,11 @@ class FlightService(flight.FlightServerBase):
         return self.read_info(_read_request(descriptor), descriptor)
 
     def read_info(
-        self, request: ReadRequest, descriptor: flight.FlightDescriptor | None
+        self, request: ReadRequest, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
         """The read ``request`` planned: its schema and endpoints, one per split plus one for
         the rows in memory (also Flight SQL's answer to a plain read of one table,
-        ``flight_sql/direct.py``; a None ``descriptor`` when only the schema is wanted)."""
-        if descriptor is None:  # the schema alone: nothing planned
-            snap = self.catalog.table(request.table).snapshot(request.version)
-            schema = project_schema(snap.schema, request.columns, where=repr(request.table))
-            path = flight.FlightDescriptor.for_path(request.table)
-            return flight.FlightInfo(schema, path, [], -1, -1)
+        ``flight_sql/direct.py``)."""
         plan, memory = self._plan(request)
         self._remember(request.table, plan, request.columns, request.filter)
         common = (request.table, plan.version, request.columns, request.filter)

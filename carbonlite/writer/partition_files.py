@@ -70,7 +70,7 @@ def write_partition_files(
     a zombie of an earlier batch (``check_not_stale``). Other partitions get a new file named
     after the plan."""
     storage, root = open_storage(plan.uri, plan.storage_options or None)
-    reused = reuse and plan.append_files and not plan.overwrite and bool(plan.partition_streams)
+    reused = reuse and bool(plan.partition_streams)  # (none planned for overwrites, objects)
     with contextlib.ExitStack() as stack:
         if reused:
             name = task_lock_name(tag, task, attempt)

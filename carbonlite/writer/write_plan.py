@@ -112,7 +112,7 @@ def part_file(plan: WritePlan, tag: str, partition: int, attempt: int) -> str:
     if plan.append_files:
         # Reused by the next plans, until the table's schema changes: a file holds one schema
         # (its header's), so rows of another one go to a file of their own.
-        name = f"{tag}-p{partition:05d}-a{attempt}-s{plan.file_schema_tag}"
+        name = f"{task_lock_name(tag, partition, attempt)}-s{plan.file_schema_tag}"
     else:
         name = f"{tag}-{plan.plan_id}-p{partition:05d}-a{attempt}"
     return f"segments/{plan.segment_id}/{name}.cblt"
@@ -131,7 +131,9 @@ def partition_stream_file(
     if stream is None:
         return None
     segment_id, files = stream
-    file = f"segments/{segment_id}/{tag}-p{task:05d}-a{attempt}-s{plan.file_schema_tag}.cblt"
+    file = (
+        f"segments/{segment_id}/{task_lock_name(tag, task, attempt)}-s{plan.file_schema_tag}.cblt"
+    )
     return segment_id, file, files.get(file, 0)
 
 

@@ -40,6 +40,7 @@ import pyarrow.flight as flight
 
 import carbonlite.serve.flight_sql.metadata as metadata
 from carbonlite.errors import CarbonLiteError
+from carbonlite.reader.planner import project_schema
 from carbonlite.serve.buffer import Buffer, Mark
 from carbonlite.serve.catalog import Catalog
 from carbonlite.serve.flight_sql.direct import read_columns, served_table
@@ -138,6 +139,15 @@ class _Plan:
         return {name: version for name, (_, version, _) in self.tables.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class _PlainAnswer:
+    """A plain read of one table (``direct.py``): the service's read that answers it, and the
+    schema of its rows (the table's columns as they are)."""
+
+    request: ReadRequest
+    schema: pa.Schema
+
+
 @dataclass(slots=True)
 class SqlWork:
     """The work the Flight SQL side has done, counted."""
@@ -150,9 +160,8 @@ class SqlWork:
     """Queries answered by the service's own read of a table (``direct.py``)."""
 
 
-ReadInfo = Callable[[ReadRequest, "flight.FlightDescriptor | None"], flight.FlightInfo]
-"""The service's own read of a table: its schema and endpoints (``FlightService.read_info``;
-a None descriptor when only the schema is wanted)."""
+ReadInfo = Callable[[ReadRequest, flight.FlightDescriptor], flight.FlightInfo]
+"""The service's own read of a table: its schema and endpoints (``FlightService.read_info``)."""
 
 
 ReadTicket = Callable[[flight.Ticket], flight.FlightDataStream]
@@ -271,17 +280,17 @@ class FlightSqlCommands:
         if isinstance(message, CommandStatementQuery):
             statement = checked_statement(message.query)
             plain = self._plain(statement)
-            if plain is not None and self.read_info is not None:
-                return self.read_info(plain, None).schema
+            if plain is not None:
+                return plain.schema
             with self._sandbox(self._plan(statement, self._latest()).tables) as sandbox:
                 return sandbox.result_schema(statement)
         if isinstance(message, _METADATA):
             return self._metadata(message).schema
         raise _unimplemented(message)
 
-    def _plain(self, statement: Statement) -> ReadRequest | None:
-        """The service's own read that answers ``statement``, when it is a plain read of one
-        table (``direct.py``) and the service reads for it; None otherwise."""
+    def _plain(self, statement: Statement) -> _PlainAnswer | None:
+        """The service's own read that answers ``statement``, and its schema, when it is a
+        plain read of one table (``direct.py``) and the service reads for it; else None."""
         if statement.plain is None or self.read_info is None:
             return None
         name = served_table(statement.plain, self.catalog.names())
@@ -294,16 +303,19 @@ class FlightSqlCommands:
         columns = read_columns(statement.plain.columns, schema.names)
         if columns is None:
             return None
-        with self._lock:
-            self.work.plain_reads += 1
-        return ReadRequest(name, None if statement.plain.columns is None else columns)
+        wanted = None if statement.plain.columns is None else columns
+        return _PlainAnswer(
+            ReadRequest(name, wanted), project_schema(schema, wanted, where=repr(name))
+        )
 
     def _statement_info(
         self, descriptor: flight.FlightDescriptor, prepared: _Prepared
     ) -> flight.FlightInfo:
         plain = self._plain(prepared.statement)
         if plain is not None and self.read_info is not None:
-            info = self.read_info(plain, descriptor)
+            with self._lock:
+                self.work.plain_reads += 1
+            info = self.read_info(plain.request, descriptor)
             endpoints = [
                 flight.FlightEndpoint(
                     encode_any(TicketStatementQuery(self.signer.wrap(e.ticket.ticket))), []
@@ -395,8 +407,8 @@ class FlightSqlCommands:
     def _prepare(self, query: str) -> ActionCreatePreparedStatementResult:
         statement = checked_statement(query)
         plain = self._plain(statement)
-        if plain is not None and self.read_info is not None:
-            schema, versions = self.read_info(plain, None).schema, {}
+        if plain is not None:
+            schema, versions = plain.schema, {}
         else:
             plan = self._plan(statement, self._latest())
             with self._sandbox(plan.tables) as sandbox:
